@@ -73,6 +73,8 @@ def default_config() -> ml_collections.ConfigDict:
     # Accuracy whose first crossing (at an eval) is reported as steps/time/fresh examples;
     # 0 means no target.
     config.target_accuracy = 0.0
+    # True ends training at that first crossing (benchmarks of time to target stop there).
+    config.stop_at_target = False
     config.strategy = "default"
     # Steps (each side) for the t_up / t_down measurement at the end; 0 skips it.
     config.timing_steps = 30
@@ -183,6 +185,12 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
             "config pgd=True draws batches from a priority table, not from the input pipeline; "
             f"it cannot be combined with assist={resolved.assist}, auto_echo_max_factor={auto} "
             f"or data.echo={resolved.data.echo}. Turn those off."
+        )
+    if not isinstance(resolved.stop_at_target, bool):
+        raise TypeError(f"config stop_at_target must be a bool, got {resolved.stop_at_target!r}.")
+    if resolved.stop_at_target and not resolved.target_accuracy:
+        raise ValueError(
+            "config stop_at_target=True needs a target: set target_accuracy in (0, 1], e.g. 0.9."
         )
     if resolved.model not in models.MODELS:
         raise ValueError(
@@ -356,7 +364,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, object]:
             file=sys.stderr,
         )
         first_loop = True
-        while step < config.num_steps:
+        while step < config.num_steps and not _stopped_at_target(config, clock):
             boundary = min(
                 _next_multiple(step, config.steps_per_loop),
                 _next_multiple(step, config.eval_every_steps),
@@ -398,7 +406,11 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, object]:
                 progress.set_postfix(accuracy=f"{evaluation['eval_accuracy']:.4f}")
             scalars["train_seconds"] = float(clock.seconds.numpy())
             writer.write(step, scalars)
-            if step % config.checkpoint_every_steps == 0 or step == config.num_steps:
+            if (
+                step % config.checkpoint_every_steps == 0
+                or step == config.num_steps
+                or _stopped_at_target(config, clock)
+            ):
                 manager.save(checkpoint_number=step)
         progress.close()
     if not evaluation:
@@ -598,6 +610,10 @@ def _echo_scalars(counts: echo_meters.EchoMeters) -> dict[str, float]:
         "emitted_examples": result["emitted_examples"],
         "echo_ratio": result["echo_ratio"],
     }
+
+
+def _stopped_at_target(config, clock) -> bool:
+    return config.stop_at_target and int(clock.target_step.numpy()) >= 0
 
 
 def _record_target(clock, target, evaluation, step, counts) -> None:

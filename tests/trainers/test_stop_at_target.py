@@ -1,0 +1,51 @@
+"""config.stop_at_target: training ends at the first eval that reaches target_accuracy."""
+
+import importlib.util
+
+import ml_collections
+import pytest
+
+from trainers import experiment, metrics_writer
+
+
+def _smoke_config(path: str, data_dir: str) -> ml_collections.ConfigDict:
+    spec = importlib.util.spec_from_file_location("mnist1d_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = module.get_config("smoke")
+    config.data.data_dir = data_dir
+    config.progress_bar, config.timing_steps = False, 0
+    config.num_steps, config.steps_per_loop = 60, 10
+    config.eval_every_steps, config.checkpoint_every_steps = 10, 1_000
+    return config
+
+
+@pytest.mark.parametrize("stop_at_target", [True, False])
+def test_training_stops_at_the_first_eval_reaching_the_target(
+    stop_at_target, mnist1d_config_path, data_dir, tmp_path
+):
+    config = _smoke_config(mnist1d_config_path, data_dir)
+    # Chance is 10% on MNIST-1D, so a 1% target is crossed at the first eval (step 10).
+    config.target_accuracy, config.stop_at_target = 0.01, stop_at_target
+    summary = experiment.run(config, str(tmp_path))
+    assert summary["steps_to_target"] == 10
+    assert summary["step"] == (10 if stop_at_target else 60)
+    steps = [record["step"] for record in metrics_writer.read_metrics(str(tmp_path))]
+    assert steps == ([10] if stop_at_target else [10, 20, 30, 40, 50, 60])
+    # Resuming a run that stopped at its target does not train further.
+    if stop_at_target:
+        assert experiment.run(config, str(tmp_path))["step"] == 10
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error", "message"),
+    [
+        ({"stop_at_target": 1}, TypeError, "stop_at_target must be a bool"),
+        ({"stop_at_target": True, "target_accuracy": 0.0}, ValueError, "needs a target"),
+    ],
+)
+def test_stop_at_target_config_errors(overrides, error, message):
+    fields = experiment.default_config().to_dict()
+    fields.update(overrides)
+    with pytest.raises(error, match=message):
+        experiment.resolve_config(ml_collections.ConfigDict(fields))
