@@ -17,6 +17,14 @@ Train stages: ``read`` (source, shuffle, repeat) -> ``decode`` -> ``augment`` ->
 stage): ``before_augment`` echoes raw examples that are then augmented differently,
 ``after_augment`` repeats augmented examples, ``after_batch`` repeats whole batches.
 Eval stages: ``read`` -> ``decode`` -> ``batch`` -> ``prefetch``, one pass, no echo.
+
+Under ``tf.distribute``, pass the ``InputContext`` so every input pipeline (host/worker) reads its
+own shard and batches per replica::
+
+    def train_dataset_fn(input_context):
+        return pipelines.make_datasets(config, seed=0, input_context=input_context).train
+
+    train = strategy.distribute_datasets_from_function(train_dataset_fn)
 """
 
 from __future__ import annotations
@@ -51,6 +59,12 @@ class Datasets:
       num_classes: labels are in ``[0, num_classes)``.
       input_shape: per-example shape of "inputs", e.g. (40, 1) or (32, 32, 3).
       train_pipeline: the stages and insertions that built ``train`` (for inspection).
+      batch_size: rows per train batch: ``batch_size`` of the config, or its per-replica share
+        under an ``input_context``.
+      eval_batch_size: rows per full eval batch, per replica likewise.
+      num_shard_train_examples: fresh train examples in one pass over this input pipeline's
+        shard (``num_train_examples`` without an ``input_context``).
+      num_shard_eval_examples: eval examples in this input pipeline's shard.
     """
 
     train: tf.data.Dataset
@@ -59,6 +73,10 @@ class Datasets:
     num_classes: int
     input_shape: tuple[int, ...]
     train_pipeline: Pipeline
+    batch_size: int = 0
+    eval_batch_size: int = 0
+    num_shard_train_examples: int = 0
+    num_shard_eval_examples: int = 0
 
 
 def make_datasets(
@@ -67,6 +85,7 @@ def make_datasets(
     seed: int,
     meters: echo_meters.EchoMeters | None = None,
     insertions: Sequence[tuple[str, str, DatasetTransformation]] = (),
+    input_context: tf.distribute.InputContext | None = None,
 ) -> Datasets:
     """Builds the train and eval datasets for ``data_config``.
 
@@ -79,10 +98,21 @@ def make_datasets(
       insertions: more train-pipeline transformations as ``(point, name, transformation)``,
         e.g. ``("after_augment", "assistant", echoing.assistant_filter(...))``; applied after
         echo when at the same point, and before ``meters.emitted`` counts.
+      input_context: from ``strategy.distribute_datasets_from_function``. The train split is
+        sharded at the source, ``num_input_pipelines`` ways, before decode, augment, echo and
+        the insertions, so each input pipeline reads only its shard (TFRecord files by file
+        when there are at least as many files as pipelines, else by record) and echo, filters
+        and meters run per pipeline. Batches are per replica
+        (``input_context.get_per_replica_batch_size``; drop_remainder=True for train). Eval:
+        each input pipeline evaluates its own shard of the eval split, so the pipelines
+        together cover it once; sum metrics across them (e.g. ``strategy.reduce(SUM)`` of
+        per-example sums), not per-pipeline means.
 
     Raises:
       ValueError / TypeError: an unknown key, a bad value, an unknown insertion point, an empty
-        or too small split, a TFDS dataset that is not prepared offline, an unreadable path.
+        or too small split (or shard), a TFDS dataset that is not prepared offline, an
+        unreadable path, a batch size that does not divide across the replicas, or a split
+        with fewer examples than input pipelines.
     """
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"make_datasets seed must be an int, got {seed!r}; e.g. seed=0.")
@@ -90,35 +120,79 @@ def make_datasets(
         raise TypeError(
             f"meters must be an echoing.meters.EchoMeters or None, got {type(meters).__name__}."
         )
+    if input_context is not None and not isinstance(input_context, tf.distribute.InputContext):
+        raise TypeError(
+            "input_context must be a tf.distribute.InputContext (the argument "
+            "strategy.distribute_datasets_from_function passes to your function) or None, got "
+            f"{type(input_context).__name__}."
+        )
     insertions = _check_insertions(insertions)
     config = resolve_data_config(data_config)
+    batch_size = _per_replica(config.batch_size, "batch_size", input_context)
+    eval_batch_size = _per_replica(config.eval_batch_size, "eval_batch_size", input_context)
     # Build the pipeline before reading anything, so an unknown insertion point fails at once.
-    train_pipeline = _train_pipeline(config, seed, meters, insertions, source=None)
+    _train_pipeline(config, seed, meters, insertions, split=None, batch_size=batch_size)
     source = sources.load(config)
     sources.check_not_empty(source.train.num_examples, "the train split")
     sources.check_not_empty(source.eval.num_examples, "the eval split")
-    if source.train.num_examples < config.batch_size:
+    train_split, eval_split = source.train, source.eval
+    if input_context is not None:
+        num_pipelines, index = input_context.num_input_pipelines, input_context.input_pipeline_id
+        train_split = _shard(train_split, num_pipelines, index, "train")
+        eval_split = _shard(eval_split, num_pipelines, index, "eval")
+    if train_split.num_examples < batch_size:
+        where = "" if input_context is None else " shard of this input pipeline"
         raise ValueError(
-            f"the train split has {source.train.num_examples} examples, fewer than batch_size="
-            f"{config.batch_size}; with drop_remainder=True it would yield no batch (and hang "
+            f"the train split{where} has {train_split.num_examples} examples, fewer than "
+            f"batch_size={batch_size}; with drop_remainder=True it would yield no batch (and hang "
             "when repeated). Lower batch_size or use more training data."
         )
-    train_pipeline = _train_pipeline(config, seed, meters, insertions, source=source)
+    train_pipeline = _train_pipeline(
+        config, seed, meters, insertions, split=train_split, batch_size=batch_size
+    )
+    eval_pipeline = _eval_pipeline(config, eval_split, eval_batch_size)
     return Datasets(
         train=train_pipeline.build().with_options(_checkpointable_options()),
-        eval=_eval_pipeline(config, source).build().with_options(_checkpointable_options()),
+        eval=eval_pipeline.build().with_options(_checkpointable_options()),
         num_train_examples=source.train.num_examples,
         num_classes=source.num_classes,
         input_shape=tuple(source.input_shape),
         train_pipeline=train_pipeline,
+        batch_size=batch_size,
+        eval_batch_size=eval_batch_size,
+        num_shard_train_examples=train_split.num_examples,
+        num_shard_eval_examples=eval_split.num_examples,
     )
 
 
-def _train_pipeline(config, seed, meters, insertions, source) -> Pipeline:
+def _per_replica(global_batch_size: int, key: str, input_context) -> int:
+    if input_context is None:
+        return global_batch_size
+    replicas = input_context.num_replicas_in_sync
+    if global_batch_size % replicas:
+        raise ValueError(
+            f"data config {key}={global_batch_size} is the global batch and must divide evenly "
+            f"across the {replicas} replicas in sync; use a multiple of {replicas}, e.g. "
+            f"{key}={max(replicas, global_batch_size // replicas * replicas)}."
+        )
+    return input_context.get_per_replica_batch_size(global_batch_size)
+
+
+def _shard(split: sources.SourceSplit, num_pipelines: int, index: int, what: str):
+    if split.num_examples < num_pipelines:
+        raise ValueError(
+            f"the {what} split has {split.num_examples} examples, fewer than the "
+            f"{num_pipelines} input pipelines it is sharded over; each pipeline needs at least "
+            "one. Use more data or fewer workers."
+        )
+    return split.shard(num_pipelines, index)
+
+
+def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipeline:
     parallel = config.num_parallel_calls
 
     def read(_):
-        dataset = source.train.dataset
+        dataset = split.dataset
         if config.shuffle_buffer > 0:
             dataset = dataset.shuffle(
                 config.shuffle_buffer,
@@ -130,14 +204,14 @@ def _train_pipeline(config, seed, meters, insertions, source) -> Pipeline:
     pipeline = Pipeline(
         [
             Stage("read", read),
-            Stage("decode", lambda ds: ds.map(source.train.decode, num_parallel_calls=parallel)),
+            Stage("decode", lambda ds: ds.map(split.decode, num_parallel_calls=parallel)),
             Stage(
                 "augment",
                 augment.for_config(
                     config.augment, seed=seed + _AUGMENT_SEED_OFFSET, num_parallel_calls=parallel
                 ),
             ),
-            Stage("batch", lambda ds: ds.batch(config.batch_size, drop_remainder=True)),
+            Stage("batch", lambda ds: ds.batch(batch_size, drop_remainder=True)),
             Stage("prefetch", lambda ds: _prefetch(ds, config.prefetch)),
         ]
     )
@@ -182,15 +256,15 @@ def _check_insertions(insertions) -> tuple[tuple[str, str, DatasetTransformation
     return insertions
 
 
-def _eval_pipeline(config, source) -> Pipeline:
+def _eval_pipeline(config, split, batch_size) -> Pipeline:
     return Pipeline(
         [
-            Stage("read", lambda _: source.eval.dataset),
+            Stage("read", lambda _: split.dataset),
             Stage(
                 "decode",
-                lambda ds: ds.map(source.eval.decode, num_parallel_calls=config.num_parallel_calls),
+                lambda ds: ds.map(split.decode, num_parallel_calls=config.num_parallel_calls),
             ),
-            Stage("batch", lambda ds: ds.batch(config.eval_batch_size, drop_remainder=False)),
+            Stage("batch", lambda ds: ds.batch(batch_size, drop_remainder=False)),
             Stage("prefetch", lambda ds: _prefetch(ds, config.prefetch)),
         ]
     )

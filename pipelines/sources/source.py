@@ -20,6 +20,9 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+# ``shard_function(num_shards, index) -> SourceSplit``: a source's own way to shard (e.g. by file).
+ShardFunction = Callable[[int, int], "SourceSplit"]
+
 
 @dataclasses.dataclass(frozen=True)
 class SourceSplit:
@@ -31,11 +34,46 @@ class SourceSplit:
       decode: per-element function raw -> {"inputs": float32 input_shape, "label": int64,
         "id": int64}; runs in the graph (the pipeline's "decode" stage).
       num_examples: examples in one pass over ``dataset``.
+      shard_function: optional ``(num_shards, index) -> SourceSplit`` that shards cheaper than
+        record by record, e.g. TFRecord files by file so a worker reads only its files; None
+        shards records with ``Dataset.shard``.
     """
 
     dataset: tf.data.Dataset
     decode: Callable[[dict], dict]
     num_examples: int
+    shard_function: ShardFunction | None = None
+
+    def shard(self, num_shards: int, index: int) -> SourceSplit:
+        """The part of this split that input pipeline ``index`` of ``num_shards`` reads.
+
+        The shards are disjoint and together hold every example exactly once. Sharding happens
+        at the source, before decoding, so each pipeline reads (and, for remote files, fetches)
+        only its own part.
+
+        Raises:
+          ValueError: ``index`` is not in ``[0, num_shards)``, or the split has fewer examples
+            than ``num_shards`` (a pipeline would get no example and hang when repeated).
+        """
+        if not 0 <= index < num_shards:
+            raise ValueError(
+                f"shard index must be in [0, num_shards={num_shards}), got {index}; it is the "
+                "InputContext's input_pipeline_id."
+            )
+        if self.num_examples < num_shards:
+            raise ValueError(
+                f"a split of {self.num_examples} examples cannot be sharded over {num_shards} "
+                "input pipelines: some would get no example. Use more data or fewer workers."
+            )
+        if num_shards == 1:
+            return self
+        if self.shard_function is not None:
+            return self.shard_function(num_shards, index)
+        return SourceSplit(
+            dataset=self.dataset.shard(num_shards, index),
+            decode=self.decode,
+            num_examples=len(range(index, self.num_examples, num_shards)),
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,6 +22,7 @@ checked on that path. Both paths count the records once, up front (one pass over
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import struct
@@ -142,20 +143,32 @@ def load(
         or the records are not in ``write``'s format.
     """
     train_paths, eval_paths = _glob(train_files, "train_files"), _glob(eval_files, "eval_files")
-    train_count = _count(train_paths, train_files)
-    eval_count = _count(eval_paths, eval_files)
+    train_counts = _count(train_paths, train_files)
+    eval_counts = _count(eval_paths, eval_files)
     decode_inputs, input_shape = _decoder(_first(train_paths), image_size, train_files)
 
     def decode(example: dict) -> dict:
         return {"inputs": decode_inputs(example), "label": example["label"], "id": example["id"]}
 
-    def split(records: tf.data.Dataset, count: int) -> SourceSplit:
-        parsed = records.map(_parse, num_parallel_calls=tf.data.AUTOTUNE)
-        return SourceSplit(dataset=parsed, decode=decode, num_examples=count)
+    def split(paths: list[str], counts: list[int]) -> SourceSplit:
+        def shard_by_file(num_shards: int, index: int) -> SourceSplit:
+            # With at least one file per pipeline each pipeline opens only its own files, so
+            # nothing is fetched twice over the network; otherwise shard record by record.
+            if len(paths) < num_shards:
+                whole = dataclasses.replace(split(paths, counts), shard_function=None)
+                return whole.shard(num_shards, index)
+            return dataclasses.replace(
+                split(paths[index::num_shards], counts[index::num_shards]), shard_function=None
+            )
+
+        parsed = _records(paths).map(_parse, num_parallel_calls=tf.data.AUTOTUNE)
+        return SourceSplit(
+            dataset=parsed, decode=decode, num_examples=sum(counts), shard_function=shard_by_file
+        )
 
     return Source(
-        train=split(_records(train_paths), train_count),
-        eval=split(_records(eval_paths), eval_count),
+        train=split(train_paths, train_counts),
+        eval=split(eval_paths, eval_counts),
         num_classes=int(num_classes),
         input_shape=input_shape,
     )
@@ -212,14 +225,17 @@ def _first(paths: list[str]) -> dict:
         ) from error
 
 
-def _count(paths: list[str], pattern: str) -> int:
-    """Records in ``paths``: one pass in the graph (local), or over the record headers (gs://)."""
+def _count(paths: list[str], pattern: str) -> list[int]:
+    """Records per file: one pass in the graph (local), or over the record headers (gs://)."""
     if paths[0].startswith("gs://"):
-        count = sum(_gcs_count(path) for path in paths)
+        counts = [_gcs_count(path) for path in paths]
     else:
-        count = int(tf.data.TFRecordDataset(paths).reduce(np.int64(0), lambda total, _: total + 1))
-    check_not_empty(count, f"TFRecord files {pattern!r}")
-    return count
+        counts = [
+            int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda total, _: total + 1))
+            for path in paths
+        ]
+    check_not_empty(sum(counts), f"TFRecord files {pattern!r}")
+    return counts
 
 
 def _glob(pattern: str, key: str) -> list[str]:
