@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 import keras
 import tensorflow as tf
 
+from echoing.priority_shards import ShardedPriorityTable
 from echoing.priority_table import PriorityTable
 
 # (labels, predictions) -> per-example losses [batch], e.g. a Keras loss with reduction=None.
@@ -64,11 +65,19 @@ def _as_tf_variables(variables: Sequence) -> list[tf.Variable]:
 class PriorityFeedback(tf.Module):
     """Holds ``ḡ`` (Eq. 9) and turns a step's per-example losses into priorities by one JVP."""
 
-    def __init__(self, table: PriorityTable, variables: Sequence, *, name: str | None = None):
+    def __init__(
+        self,
+        table: PriorityTable | ShardedPriorityTable,
+        variables: Sequence,
+        *,
+        name: str | None = None,
+    ):
         """Creates ``ḡ = 0`` next to each variable.
 
         Args:
-          table: the ``PriorityTable`` to write priorities into (``N`` = its ``num_examples``).
+          table: the ``PriorityTable`` to write priorities into (``N`` = its ``num_examples``),
+            or a ``ShardedPriorityTable`` (one shard per input pipeline), which routes each
+            GLOBAL id to the shard that owns it.
           variables: the trained variables (``model.trainable_variables``).
           name: optional module name.
 
@@ -77,8 +86,11 @@ class PriorityFeedback(tf.Module):
           ValueError: ``variables`` is empty.
         """
         super().__init__(name=name or "priority_feedback")
-        if not isinstance(table, PriorityTable):
-            raise TypeError(f"table must be an echoing.PriorityTable, got {type(table).__name__}.")
+        if not isinstance(table, PriorityTable | ShardedPriorityTable):
+            raise TypeError(
+                f"table must be an echoing.PriorityTable or ShardedPriorityTable, got "
+                f"{type(table).__name__}."
+            )
         self.table = table
         self.variables_ = _as_tf_variables(list(variables))
         if not self.variables_:

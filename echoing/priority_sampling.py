@@ -44,15 +44,19 @@ the examples and select its top-k locally, which is the paper's worker design.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 
+from echoing.priority_sources import RandomAccessSource, random_access_source
 from echoing.priority_table import PriorityTable
 
+if TYPE_CHECKING:
+    from tensorflow_datasets.core.data_sources.base import BaseDataSource
+
 MODES = ("top_k", "proportional")
-_RESERVED_KEYS = ("id", "sample_weight")
 
 
 def _check_ratio(name: str, value: float) -> float:
@@ -238,7 +242,7 @@ class PrioritySampler(tf.Module):
 
 def priority_sample(
     table: PriorityTable,
-    source: Mapping[str, np.ndarray | tf.Tensor],
+    source: Mapping[str, np.ndarray | tf.Tensor] | BaseDataSource,
     *,
     batch_size: int,
     top_ratio: float,
@@ -248,27 +252,38 @@ def priority_sample(
     alpha: float = 1.0,
     importance_exponent: float = 1.0,
     start_step: int = 0,
+    keys: Sequence[str] | None = None,
 ) -> tf.data.Dataset:
-    """An endless dataset of prioritized batches gathered from an in-memory source.
+    """An endless dataset of prioritized batches gathered from a random-access source.
 
     Args:
       table: the ``PriorityTable`` over the source's examples (``N`` = its ``num_examples``).
-      source: random-access examples: a mapping of name to array/tensor whose leading dimension
-        is ``N``; example ``i`` is row ``i`` of every entry and has id ``i``.
+      source: random-access examples, either in memory, a mapping of name to array/tensor whose
+        leading dimension is ``N`` (example ``i`` is row ``i`` of every entry and has id ``i``),
+        or a TFDS data source (``tfds.data_source(name, split=...)``,
+        ``builder.as_data_source()[split]``) of ``N`` records, for data that does not fit in
+        memory: example ``i`` is record ``i`` (``source[i]``) and has id ``i``. The data source
+        is read by one ``tf.numpy_function`` per batch on the host (see
+        ``echoing.priority_sources`` for its cost and limits).
       batch_size, top_ratio, renew_ratio, seed, mode, alpha, importance_exponent: see
         ``PrioritySampler``.
       start_step: the step of the first batch (to resume). The iterator is checkpointable too
         (``tf.train.Checkpoint(iterator=...)``): it saves the step; save the table alongside.
+      keys: the entries/features of ``source`` to read (default: all). A TFDS dataset that
+        stores its own ``"id"`` feature needs ``keys`` without it (the batch's ``"id"`` is the
+        record index the table is keyed by).
 
     Returns:
       A ``tf.data.Dataset`` whose element for step ``t`` is the source's entries gathered at the
-      selected ids, plus ``"id"`` (int64 ``[B]``) and ``"sample_weight"`` (float32 ``[B]``).
+      selected ids, plus ``"id"`` (int64 ``[B]``) and ``"sample_weight"`` (float32 ``[B]``);
+      every entry has the static shape ``[B, ...]``.
 
     Raises:
-      TypeError: ``source`` is not a mapping, or an argument of ``PrioritySampler`` has the wrong
-        type.
-      ValueError: ``source`` is empty, an entry's leading dimension is not ``N``, it uses the
-        reserved keys ``"id"``/``"sample_weight"``, or a ``PrioritySampler`` argument is invalid.
+      TypeError: ``source`` is neither a mapping nor a TFDS data source, or an argument of
+        ``PrioritySampler`` has the wrong type.
+      ValueError: ``source`` is empty, its number of examples is not the table's ``N``, it uses
+        the reserved keys ``"id"``/``"sample_weight"``, or a ``PrioritySampler`` argument is
+        invalid.
     """
     sampler = PrioritySampler(
         table,
@@ -280,39 +295,66 @@ def priority_sample(
         alpha=alpha,
         importance_exponent=importance_exponent,
     )
-    if not isinstance(source, Mapping):
-        raise TypeError(
-            f"source must be a mapping of name -> array with N rows (e.g. {{'x': x, 'y': y}}), "
-            f"got {type(source).__name__}."
+    examples = random_access_source(source, keys=keys)
+    check_source_size(examples, table.num_examples)
+    return sampled_batches(sampler, examples, start_step=start_step)
+
+
+def check_source_size(examples: RandomAccessSource, num_examples: int) -> None:
+    """Raises unless the source holds exactly the table's ``N`` examples."""
+    if examples.num_examples != num_examples:
+        shapes = ", ".join(
+            f"{key!r}: {[examples.num_examples, *spec.shape]}"
+            for key, spec in examples.element_spec.items()
         )
-    if not source:
-        raise ValueError("source is empty; pass at least one array, e.g. {'x': x, 'y': y}.")
-    tensors = {}
-    with tf.device("/CPU:0"):
-        for key, value in source.items():
-            if key in _RESERVED_KEYS:
-                raise ValueError(
-                    f"source key {key!r} is reserved: priority_sample adds {_RESERVED_KEYS} "
-                    "itself (the id of an example is its row). Rename or drop that entry."
-                )
-            tensor = tf.convert_to_tensor(value)
-            if tensor.shape.rank == 0 or tensor.shape[0] != table.num_examples:
-                raise ValueError(
-                    f"source[{key!r}] has shape {tensor.shape}, expected a leading dimension of "
-                    f"N={table.num_examples} (the table's num_examples) so that row i is example i."
-                )
-            tensors[key] = tensor
+        raise ValueError(
+            f"the source has {examples.num_examples} examples ({shapes}) but the table has "
+            f"N={num_examples}; build the table with the size of the source, so that id i is "
+            "example i of the source."
+        )
+
+
+def sampled_batches(
+    sampler: PrioritySampler,
+    examples: RandomAccessSource,
+    *,
+    start_step: int,
+    shard_index: int = 0,
+    num_shards: int = 1,
+    num_splits: int = 1,
+) -> tf.data.Dataset:
+    """Step ``t``'s selection from ``sampler``, gathered from ``examples`` (all factories' core).
+
+    Args:
+      sampler: selects LOCAL ids of its table each step.
+      examples: the random-access source of all ``N`` examples, indexed by GLOBAL id.
+      start_step: step of the first element.
+      shard_index: the sampler's table is shard ``shard_index`` of ``num_shards`` strided
+        shards: local id ``j`` is global id ``j * num_shards + shard_index``.
+      num_shards: see ``shard_index``.
+      num_splits: each step's batch is split into this many consecutive elements of
+        ``batch_size / num_splits`` rows (one per replica fed by this input pipeline), all
+        from the same selection, so they never repeat an example among themselves.
+    """
     if isinstance(start_step, bool) or not isinstance(start_step, numbers.Integral):
         raise TypeError(f"start_step must be an int, got {start_step!r}.")
 
     def gather(step: tf.Tensor) -> dict[str, tf.Tensor]:
         selection = sampler.select(step)
-        batch = {key: tf.gather(tensor, selection["id"]) for key, tensor in tensors.items()}
-        batch["id"] = selection["id"]
+        ids = selection["id"] * num_shards + shard_index
+        batch = examples.gather(ids)
+        batch["id"] = ids
         batch["sample_weight"] = selection["sample_weight"]
+        if num_splits > 1:
+            batch = {
+                key: tf.reshape(value, [num_splits, -1, *value.shape[1:]])
+                for key, value in batch.items()
+            }
         return batch
 
     dataset = tf.data.Dataset.counter(start=int(start_step), dtype=tf.int64).map(gather)
+    if num_splits > 1:
+        dataset = dataset.unbatch()
     options = tf.data.Options()
     # Each batch must see the priorities written after the previous step; do not run ahead.
     options.autotune.enabled = False

@@ -138,26 +138,12 @@ class PriorityTable(tf.Module):
           ``"mean_staleness"``: mean ``step − t_i`` over measured examples,
           ``"log_priority_spread"``: standard deviation of ``ln p̂`` over finite estimates``}``.
         """
-        step = tf.cast(step, tf.int64)
-        measured = self.measured_step != NEVER_MEASURED
-        log_estimate = self.log_estimate(step)
-        finite = tf.math.is_finite(log_estimate)
-        staleness = tf.cast(tf.boolean_mask(step - self.measured_step, measured), tf.float32)
-        finite_log = tf.boolean_mask(log_estimate, finite)
-        return {
-            "measured_fraction": tf.reduce_mean(tf.cast(measured, tf.float32)),
-            "positive_fraction": tf.reduce_mean(
-                tf.cast(measured & tf.math.is_finite(self.log_priority), tf.float32)
-            ),
-            "mean_staleness": tf.math.divide_no_nan(
-                tf.reduce_sum(staleness), tf.cast(tf.size(staleness), tf.float32)
-            ),
-            "log_priority_spread": tf.cond(
-                tf.size(finite_log) > 0,
-                lambda: tf.math.reduce_std(finite_log),
-                lambda: tf.constant(0.0),
-            ),
-        }
+        return table_statistics(
+            step,
+            self.measured_step.read_value(),
+            self.log_priority.read_value(),
+            self.log_estimate(step),
+        )
 
     def update(self, ids: tf.Tensor, priorities: tf.Tensor, step: tf.Tensor | int) -> tf.Tensor:
         """Learns new measurements ``priorities[j]`` of examples ``ids[j]`` made at ``step``.
@@ -181,7 +167,7 @@ class PriorityTable(tf.Module):
         ids = tf.reshape(tf.cast(ids, tf.int64), [-1])
         priorities = tf.reshape(tf.cast(priorities, tf.float32), [-1])
         step = tf.cast(step, tf.int64)
-        ids = self._check_ids(ids, priorities)
+        ids = check_ids(ids, priorities, self.num_examples)
 
         finite = tf.math.is_finite(priorities)
         num_rejected = tf.reduce_sum(tf.cast(~finite, tf.int64))
@@ -215,39 +201,73 @@ class PriorityTable(tf.Module):
         self.num_rejected.assign_add(num_rejected)
         return num_rejected
 
-    def _check_ids(self, ids: tf.Tensor, priorities: tf.Tensor) -> tf.Tensor:
-        """Returns ``ids`` after raising readably on ids outside [0, N) or a length mismatch."""
-        n = self.num_examples
-        if tf.executing_eagerly():
-            if ids.shape[0] != priorities.shape[0]:
-                raise ValueError(
-                    f"ids and priorities must have the same length, got {ids.shape[0]} ids and "
-                    f"{priorities.shape[0]} priorities; pass one priority per id."
-                )
-            bad = ids.numpy()[(ids.numpy() < 0) | (ids.numpy() >= n)]
-            if bad.size:
-                raise ValueError(
-                    f"id {int(bad[0])} is out of range for a PriorityTable of N={n} examples; "
-                    f"ids must be in [0, {n}). Check that the table was built with the size of "
-                    "the source the ids come from."
-                )
-            return ids
-        length_check = tf.debugging.assert_equal(
-            tf.shape(ids),
-            tf.shape(priorities),
-            message="ids and priorities must have the same length; pass one priority per id.",
-        )
-        out_of_range = (ids < 0) | (ids >= n)
-        first_bad = tf.gather(ids, tf.argmax(tf.cast(out_of_range, tf.int32)))
-        range_check = tf.debugging.Assert(
-            ~tf.reduce_any(out_of_range),
-            [
-                "id",
-                first_bad,
-                f"is out of range for a PriorityTable of N={n} examples; ids must be in "
-                f"[0, {n}). Check that the table was built with the size of the source.",
-            ],
-        )
-        # The gathers that follow are stateless; without this they could fail first, unreadably.
-        with tf.control_dependencies([length_check, range_check]):
-            return tf.identity(ids)
+
+def table_statistics(
+    step: tf.Tensor | int,
+    measured_step: tf.Tensor,
+    log_priority: tf.Tensor,
+    log_estimate: tf.Tensor,
+) -> dict[str, tf.Tensor]:
+    """``PriorityTable.statistics`` from the table's tensors (any order, e.g. shards joined)."""
+    step = tf.cast(step, tf.int64)
+    measured = measured_step != NEVER_MEASURED
+    finite = tf.math.is_finite(log_estimate)
+    staleness = tf.cast(tf.boolean_mask(step - measured_step, measured), tf.float32)
+    finite_log = tf.boolean_mask(log_estimate, finite)
+    return {
+        "measured_fraction": tf.reduce_mean(tf.cast(measured, tf.float32)),
+        "positive_fraction": tf.reduce_mean(
+            tf.cast(measured & tf.math.is_finite(log_priority), tf.float32)
+        ),
+        "mean_staleness": tf.math.divide_no_nan(
+            tf.reduce_sum(staleness), tf.cast(tf.size(staleness), tf.float32)
+        ),
+        "log_priority_spread": tf.cond(
+            tf.size(finite_log) > 0,
+            lambda: tf.math.reduce_std(finite_log),
+            lambda: tf.constant(0.0),
+        ),
+    }
+
+
+def check_ids(ids: tf.Tensor, priorities: tf.Tensor, num_examples: int) -> tf.Tensor:
+    """Returns ``ids`` after raising readably on ids outside [0, N) or a length mismatch.
+
+    Eagerly a ``ValueError``; inside a ``tf.function`` an ``InvalidArgumentError`` from an
+    assertion the returned tensor depends on. Empty ``ids`` pass.
+    """
+    n = num_examples
+    if tf.executing_eagerly():
+        if ids.shape[0] != priorities.shape[0]:
+            raise ValueError(
+                f"ids and priorities must have the same length, got {ids.shape[0]} ids and "
+                f"{priorities.shape[0]} priorities; pass one priority per id."
+            )
+        bad = ids.numpy()[(ids.numpy() < 0) | (ids.numpy() >= n)]
+        if bad.size:
+            raise ValueError(
+                f"id {int(bad[0])} is out of range for a PriorityTable of N={n} examples; "
+                f"ids must be in [0, {n}). Check that the table was built with the size of "
+                "the source the ids come from."
+            )
+        return ids
+    length_check = tf.debugging.assert_equal(
+        tf.shape(ids),
+        tf.shape(priorities),
+        message="ids and priorities must have the same length; pass one priority per id.",
+    )
+    out_of_range = (ids < 0) | (ids >= n)
+    # The first offending id ([] when there is none; an argmax would fail on empty ids).
+    first_bad = tf.boolean_mask(ids, out_of_range)[:1]
+    range_check = tf.debugging.Assert(
+        ~tf.reduce_any(out_of_range),
+        [
+            "id",
+            first_bad,
+            f"is out of range for a PriorityTable of N={n} examples; ids must be in "
+            f"[0, {n}). Check that the table was built with the size of the source.",
+        ],
+    )
+    # The gathers that follow are stateless; without this they could fail first, unreadably.
+    with tf.control_dependencies([length_check, range_check]):
+        return tf.identity(ids)

@@ -91,14 +91,44 @@ def generate(num_examples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return data["x"][:num_examples], data["y"][:num_examples]
 
 
-def builder(num_train: int, num_eval: int, data_dir: str) -> Mnist1d:
-    """The builder for these sizes under ``data_dir`` (prepared or not)."""
+def builder(
+    num_train: int, num_eval: int, data_dir: str, *, file_format: str = "tfrecord"
+) -> Mnist1d:
+    """The builder for these sizes under ``data_dir`` (prepared or not).
+
+    ``file_format="array_record"`` stores a random-access copy (its own config directory,
+    suffixed ``_array_record``, because one prepared directory holds one format).
+    """
+    suffix = "" if file_format == "tfrecord" else f"_{file_format}"
     config = Mnist1dConfig(
-        name=f"train{num_train}_eval{num_eval}_seed{GENERATION_SEED}",
+        name=f"train{num_train}_eval{num_eval}_seed{GENERATION_SEED}{suffix}",
         num_train=num_train,
         num_eval=num_eval,
     )
-    return Mnist1d(config=config, data_dir=data_dir)
+    return Mnist1d(config=config, data_dir=data_dir, file_format=file_format)
+
+
+def data_source(num_train: int, num_eval: int, data_dir: str, *, split: str = "train"):
+    """MNIST-1D as a random-access TFDS data source (ArrayRecord), prepared on first use.
+
+    Record ``i`` (``source[i]``) is not example ``"id" == i``: TFDS shuffles examples by key when
+    it writes them, so the stored ``"id"`` feature (the generation order) is a fixed
+    permutation of the record index. Priority sampling keys its table by record index; pass
+    ``keys=("inputs", "label")`` to leave the stored ``"id"`` out of the batches.
+
+    Args:
+      num_train: train examples (as in ``load``).
+      num_eval: test examples.
+      data_dir: TFDS data directory; the copy lives in its own ``..._array_record`` config.
+      split: ``"train"`` or ``"test"``.
+
+    Returns:
+      A ``tfds`` ``ArrayRecordDataSource`` with ``len() == num_train`` (or ``num_eval``).
+    """
+    mnist1d_builder = builder(num_train, num_eval, data_dir, file_format="array_record")
+    if not mnist1d_builder.is_prepared():
+        mnist1d_builder.download_and_prepare()
+    return mnist1d_builder.as_data_source(split=split)
 
 
 def load(num_train: int, num_eval: int, data_dir: str) -> Source:

@@ -233,8 +233,13 @@ def test_factory_errors(factory, kwargs, error, message):
     [
         ([np.zeros(10)], TypeError, "source must be a mapping.*got list"),
         ({}, ValueError, "source is empty"),
-        ({"x": np.zeros(9)}, ValueError, r"source\['x'\] has shape \(9,\).*N=10"),
-        ({"x": np.float32(1.0)}, ValueError, r"source\['x'\] has shape \(\).*N=10"),
+        ({"x": np.zeros(9)}, ValueError, r"source has 9 examples \('x': \[9\]\).*N=10"),
+        ({"x": np.float32(1.0)}, ValueError, r"source\['x'\] has shape \(\).*leading dimension"),
+        (
+            {"x": np.zeros(10), "y": np.zeros(9)},
+            ValueError,
+            r"source\['y'\] has shape \(9,\).*N=10 like the other entries",
+        ),
         ({"x": np.zeros(10), "id": np.arange(10)}, ValueError, "source key 'id' is reserved"),
         ({"sample_weight": np.ones(10)}, ValueError, "source key 'sample_weight' is reserved"),
     ],
