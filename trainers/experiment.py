@@ -29,6 +29,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 
 import keras
 import ml_collections
@@ -40,6 +41,7 @@ from ml_collections import config_dict
 import echoing
 import pipelines
 from echoing import meters as echo_meters
+from echoing.types import DatasetTransformation
 from pipelines import sources
 from trainers import checkpointing, loop, metrics_writer, models, timing
 
@@ -217,8 +219,17 @@ class RunClock(tf.Module):
         self.target_fresh = tf.Variable(-1, dtype=tf.int64, trainable=False)
 
 
-def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, object]:
+def run(
+    config: ml_collections.ConfigDict,
+    workdir: str,
+    *,
+    insertions: Sequence[tuple[str, str, DatasetTransformation]] = (),
+) -> dict[str, object]:
     """Trains (or resumes) the run ``config`` describes in ``workdir``; returns the summary.
+
+    ``insertions`` are extra train-pipeline stages ``(point, name, transformation)`` a config
+    cannot describe (see ``pipelines.make_datasets``), e.g. a user's own preprocessing; they run
+    before the Assistant filter and AutoEcho stages at the same point.
 
     Returns:
       ``{"step", "eval_accuracy", "eval_loss", "fresh_examples", "emitted_examples",
@@ -239,7 +250,8 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, object]:
     # Meters live outside the strategy scope: they are host counters, never mirrored.
     counts = echo_meters.EchoMeters()
     extras = _Extras()
-    insertions = []
+    user_insertions = tuple(insertions)
+    insertions = list(user_insertions)
     if config.assist or config.pgd:
         extras.examples, source = _examples_by_id(config.data)
     if config.assist:
@@ -417,7 +429,9 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, object]:
         # A finished run restarted: evaluate the restored model for the summary.
         evaluation = trainer.evaluate()
 
-    timings = _measure_ratio(config, datasets, strategy) if config.timing_steps else {}
+    timings = (
+        _measure_ratio(config, datasets, strategy, user_insertions) if config.timing_steps else {}
+    )
     summary = _summary(config, step, evaluation, counts, clock, timings)
     with tf.io.gfile.GFile(os.path.join(workdir, "summary.json"), "w") as file:
         file.write(json.dumps(summary, indent=2) + "\n")
@@ -623,9 +637,14 @@ def _record_target(clock, target, evaluation, step, counts) -> None:
         clock.target_fresh.assign(counts.fresh.value())
 
 
-def _measure_ratio(config, datasets, strategy) -> dict[str, float]:
-    """t_up on the echo-free train pipeline, t_down on a fresh model copy (see module doc)."""
-    upstream = pipelines.make_datasets(_echo_free(config.data), seed=config.seed).train
+def _measure_ratio(config, datasets, strategy, insertions=()) -> dict[str, float]:
+    """t_up on the echo-free train pipeline, t_down on a fresh model copy (see module doc).
+
+    The user's own ``insertions`` are input work, so t_up includes them.
+    """
+    upstream = pipelines.make_datasets(
+        _echo_free(config.data), seed=config.seed, insertions=insertions
+    ).train
     t_up = timing.seconds_per_batch(upstream, num_batches=config.timing_steps)
     return {"upstream": t_up, "downstream": _downstream_seconds(config, datasets, strategy)}
 

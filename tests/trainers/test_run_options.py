@@ -1,10 +1,11 @@
-"""config.stop_at_target: training ends at the first eval that reaches target_accuracy."""
+"""experiment.run options: stop_at_target, and extra train-pipeline insertions."""
 
 import importlib.util
 
 import ml_collections
 import pytest
 
+from echoing import meters
 from trainers import experiment, metrics_writer
 
 
@@ -49,3 +50,23 @@ def test_stop_at_target_config_errors(overrides, error, message):
     fields.update(overrides)
     with pytest.raises(error, match=message):
         experiment.resolve_config(ml_collections.ConfigDict(fields))
+
+
+def test_user_insertions_run_in_the_train_pipeline(mnist1d_config_path, data_dir, tmp_path):
+    config = _smoke_config(mnist1d_config_path, data_dir)
+    config.num_steps = 20
+    seen = meters.ElementCounter("seen_after_augment")
+    summary = experiment.run(
+        config, str(tmp_path), insertions=[("after_augment", "seen", seen.count())]
+    )
+    # Without echo or filters every example after augmentation is emitted. Both counters also
+    # see the read-ahead of prefetching, the insertion (upstream of the emitted counter) most.
+    emitted = summary["emitted_examples"]
+    assert 20 * config.data.batch_size <= emitted <= int(seen.value())
+    assert int(seen.value()) <= emitted + 16 * config.data.batch_size
+
+
+def test_unknown_insertion_point_is_rejected(mnist1d_config_path, data_dir, tmp_path):
+    config = _smoke_config(mnist1d_config_path, data_dir)
+    with pytest.raises(ValueError, match="after_agument"):
+        experiment.run(config, str(tmp_path), insertions=[("after_agument", "x", lambda d: d)])
