@@ -43,6 +43,8 @@ _FEATURES = {
 }
 # A TFRecord is: uint64 length, uint32 masked CRC of the length, data, uint32 masked CRC of data.
 _HEADER_BYTES, _FOOTER_BYTES = 12, 4
+# Object metadata key holding a gs:// file's record count (set by `write`).
+_COUNT_METADATA = "tfrecord_records"
 # gs:// files are read in 8 MiB range requests. gcsfs's default prefetching cache makes each
 # small read() a round trip through its event loop (~30 ms each under load, measured).
 _GCS_BLOCK_BYTES = 8 << 20
@@ -79,7 +81,9 @@ def write(
         with tempfile.TemporaryDirectory() as directory:
             local = os.path.join(directory, "shard.tfrecord")
             count = write(local, inputs, labels, encoding=encoding, first_id=first_id)
-            gcs_filesystem().put(local, path)
+            # The record count rides along as object metadata, so readers need not fetch the
+            # whole object to count it (see _gcs_count).
+            gcs_filesystem().put(local, path, metadata={_COUNT_METADATA: str(count)})
         return count
     with tf.io.TFRecordWriter(path) as writer:
         for index, (x, y) in enumerate(zip(inputs, labels, strict=True)):
@@ -283,7 +287,14 @@ def _gcs_records(path: bytes):
 
 
 def _gcs_count(path: str) -> int:
-    """Counts the records of a gs:// file by reading headers and seeking over the data."""
+    """Records in a gs:// file, from its metadata when ``write`` made it.
+
+    Otherwise by a pass over the record headers, which fetches the whole object (seeks within a
+    block still download it).
+    """
+    metadata = gcs_filesystem().info(path).get("metadata") or {}
+    if metadata.get(_COUNT_METADATA, "").isdigit():
+        return int(metadata[_COUNT_METADATA])
     count = 0
     with _open_gcs(path) as stream:
         while header := _read_exactly(stream, _HEADER_BYTES):

@@ -80,3 +80,17 @@ def test_gcs_tfrecords_read_through_gcsfs(bucket):
 def test_unreadable_gcs_path(bucket, train_files, message):
     with pytest.raises(ValueError, match=message):
         pipelines.make_datasets(_config(train_files), seed=0)
+
+
+def test_record_counts_come_from_object_metadata_or_a_header_pass(bucket, tmp_path):
+    filesystem = tfrecord.gcs_filesystem()
+    # Written by tfrecord.write: the count is in the object's metadata.
+    info = filesystem.info("gs://echoing-test/data/eval.tfrecord")
+    assert info["metadata"] == {"tfrecord_records": str(NUM_EVAL)}
+    assert tfrecord._gcs_count("gs://echoing-test/data/eval.tfrecord") == NUM_EVAL
+    # Uploaded by other means (no metadata): counted by reading the record headers.
+    local = str(tmp_path / "plain.tfrecord")
+    tfrecord.write(local, bucket["inputs"][:7], bucket["labels"][:7])
+    filesystem.put(local, "gs://echoing-test/plain/plain.tfrecord")
+    assert not filesystem.info("gs://echoing-test/plain/plain.tfrecord").get("metadata")
+    assert tfrecord._gcs_count("gs://echoing-test/plain/plain.tfrecord") == 7
