@@ -119,7 +119,7 @@ class ShardedPriorityTable(tf.Module):
         """``ln p̂`` of every example in GLOBAL id order, float32 ``[N]``."""
         return tf.dynamic_stitch(
             [
-                tf.range(index, self.num_examples, self.num_shards, dtype=tf.int64)
+                tf.range(index, self.num_examples, self.num_shards, dtype=tf.int32)
                 for index in range(self.num_shards)
             ],
             [shard.log_estimate(step) for shard in self.shards],

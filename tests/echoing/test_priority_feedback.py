@@ -145,7 +145,7 @@ def test_prioritized_step_trains_and_refreshes_the_batch_priorities():
 @pytest.mark.parametrize(
     "arguments,error,message",
     [
-        ({"table": "table"}, TypeError, "must be an echoing.PriorityTable or ShardedPriorityTable, got str"),
+        ({"table": "table"}, TypeError, "PriorityTable or ShardedPriorityTable, got str"),
         ({"variables": []}, ValueError, "variables is empty"),
         ({"variables": [np.zeros(3)]}, TypeError, "tf.Variables or Keras variables.*ndarray"),
     ],
