@@ -4,6 +4,7 @@ Example::
 
     python benchmarks/pgd.py              # 3 models x 4 methods x 3 seeds, ~10 minutes on 2 cores
     python benchmarks/pgd.py --quick      # seconds: a smoke run (used by the tests)
+    python benchmarks/pgd.py --gather     # ms per step: batches from a TFDS data source vs memory
 
 Every method trains the same model from the same initial weights on the same examples per step
 (``--batch_size``, 2% of the 4,000 MNIST-1D training examples as in the paper):
@@ -24,6 +25,14 @@ methods interleaved per seed so machine load affects them alike. The run also me
 of one selection and one table update at N = 10^6.
 
 Writes ``benchmarks/results/pgd.json`` and ``pgd.png`` and prints a markdown table.
+
+``--gather`` measures only the input side of a PGD step: ``priority_sample`` batches gathered from
+in-memory arrays (``tf.gather`` in the graph) vs from a TFDS data source (MNIST-1D prepared as
+ArrayRecord; one ``tf.numpy_function`` per batch reading the serialized records, parsed in the
+graph), vs the same source decoded per record by TFDS in Python, at several batch sizes,
+interleaved round by round so machine load hits all alike; also the bare TFDS ``__getitems__``
+call (read + per-record Python decode, no TensorFlow). Writes ``pgd_gather.json`` and
+``pgd_gather.png``.
 """
 
 from __future__ import annotations
@@ -42,8 +51,10 @@ import numpy as np
 import tensorflow as tf
 
 from echoing.priority_feedback import PrioritizedStep
-from echoing.priority_sampling import PrioritySampler, priority_sample
+from echoing.priority_sampling import PrioritySampler, priority_sample, sampled_batches
+from echoing.priority_sources import DataSourceSource
 from echoing.priority_table import PriorityTable
+from pipelines.sources import mnist1d
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
@@ -271,6 +282,101 @@ def selection_cost(num_examples: int, batch_size: int, repeats: int) -> dict:
     return results
 
 
+def gather_cost(num_examples: int, batch_sizes: list[int], repeats: int, data_dir: str) -> dict:
+    """Median ms per ``next(iterator)`` of priority_sample from memory vs a TFDS data source."""
+    data_source = mnist1d.data_source(num_examples, 100, data_dir)
+    keys = ("inputs", "label")
+    records = data_source.__getitems__(list(range(num_examples)))
+    arrays = {key: np.stack([record[key] for record in records]) for key in keys}
+    table = PriorityTable(num_examples)
+    rng = np.random.default_rng(0)
+    table.update(tf.range(num_examples), rng.exponential(size=num_examples).astype("float32"), 0)
+    rows = []
+    for batch_size in batch_sizes:
+        arguments = dict(batch_size=batch_size, top_ratio=0.5, renew_ratio=0.5, seed=0)
+        python_decode = DataSourceSource(data_source, keys, parse_in_graph=False)
+        iterators = {
+            "in_memory": iter(priority_sample(table, arrays, **arguments)),
+            "data_source": iter(priority_sample(table, data_source, keys=keys, **arguments)),
+            "data_source_python_decode": iter(
+                sampled_batches(PrioritySampler(table, **arguments), python_decode, start_step=0)
+            ),
+        }
+        ids = rng.choice(num_examples, batch_size, replace=False).tolist()
+        candidates = {
+            **{name: (lambda it=it: next(it)) for name, it in iterators.items()},
+            "getitems_only": lambda ids=ids: data_source.__getitems__(ids),
+        }
+        timings = {name: [] for name in candidates}
+        for function in candidates.values():
+            function()  # warm up (tracing, opening the files)
+        for _ in range(repeats):  # interleaved: load changes affect every candidate alike
+            for name, function in candidates.items():
+                start = time.perf_counter()
+                function()
+                timings[name].append(time.perf_counter() - start)
+        row = {"batch_size": batch_size}
+        row.update({f"{name}_ms": 1000 * statistics.median(t) for name, t in timings.items()})
+        row["data_source_us_per_example"] = 1000 * row["data_source_ms"] / batch_size
+        row["ratio"] = row["data_source_ms"] / row["in_memory_ms"]
+        row["python_decode_ratio"] = row["data_source_python_decode_ms"] / row["in_memory_ms"]
+        rows.append(row)
+    return {"num_examples": num_examples, "repeats": repeats, "rows": rows}
+
+
+def gather_markdown(cost: dict) -> str:
+    lines = [
+        f"priority_sample batch gather, N={cost['num_examples']:,} MNIST-1D examples, median "
+        f"of {cost['repeats']} steps:",
+        "",
+        "| batch | in memory (ms/step) | TFDS data source, graph parse (ms/step) | ratio "
+        "| µs/example | data source, TFDS Python decode (ms/step) | ratio "
+        "| bare TFDS __getitems__ (ms) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in cost["rows"]:
+        lines.append(
+            f"| {row['batch_size']} | {row['in_memory_ms']:.3f} | {row['data_source_ms']:.3f} | "
+            f"{row['ratio']:.1f}× | {row['data_source_us_per_example']:.1f} | "
+            f"{row['data_source_python_decode_ms']:.3f} | {row['python_decode_ratio']:.1f}× | "
+            f"{row['getitems_only_ms']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_gather(cost: dict, path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    sizes = [row["batch_size"] for row in cost["rows"]]
+    positions = np.arange(len(sizes))
+    for offset, (key, label) in enumerate(
+        [
+            ("in_memory_ms", "in memory (tf.gather)"),
+            ("data_source_ms", "TFDS data source, graph parse"),
+            ("data_source_python_decode_ms", "TFDS data source, Python decode"),
+            ("getitems_only_ms", "bare TFDS __getitems__ (Python decode)"),
+        ]
+    ):
+        axis.bar(positions + 0.2 * (offset - 1.5), [row[key] for row in cost["rows"]], 0.2,
+                 label=label)  # fmt: skip
+    axis.set(
+        xticks=positions,
+        xticklabels=[str(size) for size in sizes],
+        xlabel="batch size",
+        ylabel="ms per step (median)",
+        yscale="log",
+        title=f"priority_sample gather, N={cost['num_examples']:,}",
+    )
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
 def oracle_diagnostic(data: dict, *, seeds: int, steps: int, batch_size: int) -> dict:
     """Top-k with EXACT priorities: ḡ = the full-data gradient at the current weights and
     ``ḡ·g_i`` for all N examples every step (no estimation, no staleness), against SGD.
@@ -406,6 +512,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--output", type=pathlib.Path, default=RESULTS)
     parser.add_argument("--selection_examples", type=int, default=1_000_000)
     parser.add_argument(
+        "--gather",
+        action="store_true",
+        help="only measure batch gathering from a TFDS data source vs memory (pgd_gather.json)",
+    )
+    parser.add_argument(
+        "--data_dir",
+        default=os.path.expanduser("~/.cache/echoing"),
+        help="TFDS directory for the ArrayRecord MNIST-1D copy used by --gather",
+    )
+    parser.add_argument(
         "--oracle",
         action="store_true",
         help="only run the exact-priority diagnostic (MLP), writing pgd_oracle.json",
@@ -418,6 +534,35 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         num_samples, steps, eval_every, repeats = 5000, args.steps or 1500, 25, 30
 
+    if args.gather:
+        gather = gather_cost(
+            1000 if args.quick else 4000,
+            [16, 128] if args.quick else [16, 80, 256, 1024],
+            repeats=5 if args.quick else 200,
+            data_dir=args.data_dir,
+        )
+        text = gather_markdown(gather)
+        print(text)
+        args.output.mkdir(parents=True, exist_ok=True)
+        stem = "pgd_gather_quick" if args.quick else "pgd_gather"
+        command = "python benchmarks/pgd.py --gather" + (" --quick" if args.quick else "")
+        (args.output / f"{stem}.json").write_text(
+            json.dumps(
+                {
+                    "command": command,
+                    "machine": {
+                        "platform": platform.platform(),
+                        "cpus": os.cpu_count(),
+                        "tensorflow": tf.__version__,
+                    },
+                    "gather_cost": gather,
+                    "markdown": text,
+                },
+                indent=1,
+            )
+        )
+        plot_gather(gather, args.output / f"{stem}.png")
+        return {"gather": gather}
     data = load_mnist1d(num_samples)
     if args.oracle:
         oracle_steps = args.steps or (10 if args.quick else 600)

@@ -20,14 +20,16 @@ may also store under ``"id"``; TFDS shuffles examples by key when it writes them
 return a batch with the same structure, dtypes and static shapes, so the sampler does not care
 which one it reads.
 
-Cost of the data source path: one ``tf.numpy_function`` per BATCH calls the data source's
-``__getitems__`` with all of the batch's ids. ArrayRecord reads the records in C++ (in parallel,
-one reader per file), but TFDS then deserializes and decodes each record in Python, and the
-whole call holds the GIL on the host: expect tens of microseconds per example for small
-features (``benchmarks/pgd.py`` measures ms per step against the in-memory gather), more for
-images that need decoding. The Python call also means the dataset cannot be serialized (tf.data
-service) or placed on a device; it runs where the input pipeline runs, on the host, which is
-where a random-access file reader must run anyway.
+Cost of the data source path: one ``tf.numpy_function`` per BATCH (never per element: the
+Python call and its GIL acquisition cost ~10-20 µs each) reads all of the batch's records at
+once through ArrayRecord's ``__getitems__`` (C++ readers, one per file). For ArrayRecord files
+of fixed-shape features it returns the serialized records and ``tf.io.parse_example`` decodes
+them in the graph, outside the GIL; otherwise TFDS decodes each record in Python
+(``DataSourceSource(..., parse_in_graph=False)`` forces that path), several times slower and
+all of it under the GIL. ``python benchmarks/pgd.py --gather`` measures ms per step of both
+against the in-memory gather. The Python call also means the dataset cannot be serialized
+(tf.data service) or placed on a device; it runs where the input pipeline runs, on the host,
+which is where a random-access file reader must run anyway.
 """
 
 from __future__ import annotations
@@ -87,11 +89,29 @@ class ArraySource:
 class DataSourceSource:
     """A TFDS data source (``tfds.data_source`` / ``builder.as_data_source()``), read by record.
 
-    One ``tf.numpy_function`` per batch reads every record of the batch with ``__getitems__``
-    (see the module docstring for the host/GIL cost and why there is no per-element call).
+    One ``tf.numpy_function`` per batch reads every record of the batch (see the module docstring
+    for the host/GIL cost and why there is no per-element call). For ArrayRecord files of
+    fixed-shape features the call returns the serialized records and they are parsed in the
+    graph (``tf.io.parse_example`` + the features' own batch decoding); otherwise (custom
+    ``decoders``, other file formats, features without a fixed serialized shape) TFDS decodes each
+    record in Python.
     """
 
-    def __init__(self, data_source: BaseDataSource, keys: Sequence[str] | None):
+    def __init__(
+        self,
+        data_source: BaseDataSource,
+        keys: Sequence[str] | None,
+        *,
+        parse_in_graph: bool = True,
+    ):
+        """Reads the data source's features and decides how records are decoded.
+
+        Args:
+          data_source: a TFDS data source.
+          keys: top-level features to read (default: all).
+          parse_in_graph: parse serialized records in the graph when the source allows it
+            (faster; ``False`` forces TFDS's per-record Python decoding).
+        """
         features = data_source.dataset_info.features
         if features is None:
             raise ValueError(
@@ -117,14 +137,58 @@ class DataSourceSource:
                 )
             self._specs[key] = tf.TensorSpec(tuple(info.shape), info.tf_dtype)
         self._data_source = data_source
+        self._features = features
+        self._parse_spec = self._graph_parse_spec() if parse_in_graph else None
         self.num_examples = len(data_source)
+
+    @property
+    def parses_in_graph(self) -> bool:
+        """Whether records are parsed in the graph (True) or decoded by TFDS in Python."""
+        return self._parse_spec is not None
 
     @property
     def element_spec(self) -> dict[str, tf.TensorSpec]:
         """The spec of ONE example (no batch dimension)."""
         return dict(self._specs)
 
-    def _read(self, ids: np.ndarray) -> list[np.ndarray]:
+    def _graph_parse_spec(self) -> dict[str, tuple[tf.io.FixedLenFeature, tf.DType]] | None:
+        """``tf.io.parse_example`` features for the selected keys, or None if not parseable."""
+        from tensorflow_datasets.core import file_adapters
+
+        if (
+            self._data_source.decoders is not None
+            or self._data_source.dataset_info.file_format != file_adapters.FileFormat.ARRAY_RECORD
+            or not hasattr(self._data_source, "data_source")
+        ):
+            return None
+        serialized_info = self._features.get_serialized_info()
+        spec = {}
+        for key in self._keys:
+            info = serialized_info.get(key)
+            if (
+                isinstance(info, Mapping)
+                or info is None
+                or info.sequence_rank
+                or None in tuple(info.shape)
+            ):
+                return None
+            # tf.train.Example stores only int64, float32 and bytes (as TFDS writes them).
+            if info.tf_dtype.is_integer or info.tf_dtype.is_bool:
+                stored = tf.int64
+            elif info.tf_dtype.is_floating:
+                stored = tf.float32
+            elif info.tf_dtype == tf.string:
+                stored = tf.string
+            else:
+                return None
+            spec[key] = (tf.io.FixedLenFeature(tuple(info.shape), stored), info.tf_dtype)
+        return spec
+
+    def _read_serialized(self, ids: np.ndarray) -> np.ndarray:
+        records = self._data_source.data_source.__getitems__(ids.tolist())
+        return np.array(records, dtype=object)
+
+    def _read_decoded(self, ids: np.ndarray) -> list[np.ndarray]:
         records = self._data_source.__getitems__(ids.tolist())
         return [
             np.asarray(
@@ -136,14 +200,36 @@ class DataSourceSource:
     def gather(self, ids: tf.Tensor) -> dict[str, tf.Tensor]:
         """The records ``ids`` (int64 ``[B]``), each feature ``[B, ...]``, read on the host."""
         with tf.device("/CPU:0"):
-            values = tf.numpy_function(
-                self._read,
-                [ids],
-                [self._specs[key].dtype for key in self._keys],
-                # Reading fixed files is a pure function of the ids.
-                stateful=False,
-                name="data_source_getitems",
-            )
+            if self._parse_spec is None:
+                values = tf.numpy_function(
+                    self._read_decoded,
+                    [ids],
+                    [self._specs[key].dtype for key in self._keys],
+                    # Reading fixed files is a pure function of the ids.
+                    stateful=False,
+                    name="data_source_getitems",
+                )
+            else:
+                serialized = tf.numpy_function(
+                    self._read_serialized,
+                    [ids],
+                    tf.string,
+                    stateful=False,
+                    name="data_source_getitems_serialized",
+                )
+                serialized.set_shape(ids.shape)
+                parsed = tf.io.parse_example(
+                    serialized, {key: feature for key, (feature, _) in self._parse_spec.items()}
+                )
+                values = [
+                    tf.cast(
+                        self._features[key].decode_batch_example(
+                            tf.cast(parsed[key], self._parse_spec[key][1])
+                        ),
+                        self._specs[key].dtype,
+                    )
+                    for key in self._keys
+                ]
         batch = {}
         for key, value in zip(self._keys, values, strict=True):
             value.set_shape(ids.shape.concatenate(self._specs[key].shape))

@@ -97,3 +97,20 @@ def test_notebook_executes_on_the_results(quick_run, monkeypatch):
         out.get("text", "") for cell in notebook.cells for out in cell.get("outputs", [])
     )
     assert "| logistic" in printed and "pgd_proportional" in printed
+
+
+def test_gather_quick_writes_json_and_png(tmp_path):
+    benchmark = _load_benchmark()
+    result = benchmark.main(
+        ["--gather", "--quick", "--output", str(tmp_path), "--data_dir", str(tmp_path / "tfds")]
+    )
+    assert (tmp_path / "pgd_gather_quick.png").stat().st_size > 10_000
+    written = json.loads((tmp_path / "pgd_gather_quick.json").read_text())
+    assert written["gather_cost"] == json.loads(json.dumps(result["gather"]))
+    rows = written["gather_cost"]["rows"]
+    assert [row["batch_size"] for row in rows] == [16, 128]
+    for row in rows:
+        for key in ("in_memory_ms", "data_source_ms", "data_source_python_decode_ms"):
+            assert row[key] > 0, key
+        assert row["ratio"] == pytest.approx(row["data_source_ms"] / row["in_memory_ms"])
+    assert "| 128 |" in written["markdown"]

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from echoing.priority_sampling import priority_sample
-from echoing.priority_sources import random_access_source
+from echoing.priority_sources import DataSourceSource
 from echoing.priority_table import PriorityTable
 from pipelines.sources import mnist1d
 
@@ -113,14 +113,23 @@ def test_data_source_iterator_checkpoint_resumes(train_source, tmp_path):
         np.testing.assert_array_equal(resumed[key].numpy(), expected[key].numpy())
 
 
-def test_gather_inside_tf_function_keeps_static_shapes(train_source):
-    source = random_access_source(train_source, keys=KEYS)
-    gather = tf.function(source.gather)
-    ids = tf.constant([5, 0, 59, 5], tf.int64)
-    batch = gather(ids)
-    assert batch["inputs"].shape == (4, 40) and batch["label"].dtype == tf.int64
-    np.testing.assert_array_equal(batch["inputs"][0].numpy(), batch["inputs"][3].numpy())
-    np.testing.assert_array_equal(batch["inputs"][2].numpy(), train_source[59]["inputs"])
+@pytest.mark.parametrize("parse_in_graph", [True, False], ids=["graph_parse", "python_decode"])
+@pytest.mark.parametrize("in_function", [False, True], ids=["eager", "tf.function"])
+def test_both_decode_paths_gather_the_records(train_source, parse_in_graph, in_function):
+    source = DataSourceSource(train_source, KEYS, parse_in_graph=parse_in_graph)
+    assert source.parses_in_graph == parse_in_graph  # ArrayRecord, fixed shapes: parseable
+    gather = tf.function(source.gather) if in_function else source.gather
+    ids = [5, 0, 59, 5, 17]
+    batch = gather(tf.constant(ids, tf.int64))
+    assert source.element_spec == {
+        "inputs": tf.TensorSpec([40], tf.float32),
+        "label": tf.TensorSpec([], tf.int64),
+    }
+    assert batch["inputs"].shape == (5, 40) and batch["inputs"].dtype == tf.float32
+    assert batch["label"].shape == (5,) and batch["label"].dtype == tf.int64
+    expected = _in_memory(train_source)
+    for key in KEYS:
+        np.testing.assert_array_equal(batch[key].numpy(), expected[key][ids], err_msg=key)
 
 
 @pytest.mark.parametrize(
