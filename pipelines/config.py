@@ -55,6 +55,22 @@ def default_data_config() -> ml_collections.ConfigDict:
     config.echo_buffer_size = 0  # 0 = no shuffle after echo
     config.num_parallel_calls = tf.data.AUTOTUNE
     config.prefetch = tf.data.AUTOTUNE
+    # TFRecord faults. skip_corrupt: skip and count corrupt/truncated records (with a warning
+    # naming the file) instead of failing; never silent (see Datasets.corrupt_records).
+    config.skip_corrupt = False
+    # gs:// reads: gcsfs retries each HTTP request (5xx, 408, 429, connection errors) up to
+    # gcs_request_attempts times with its own backoff (about 1, 2, 4, 8, 16 s); when it gives
+    # up, the file is reopened at the next unread record up to gcs_read_attempts times, waiting
+    # gcs_retry_delay * 2**k seconds (at most gcs_max_retry_delay) before attempt k + 1.
+    config.gcs_request_attempts = 6
+    config.gcs_read_attempts = 3
+    config.gcs_retry_delay = 1.0
+    config.gcs_max_retry_delay = 30.0
+    # tf.data service: "" = off; "grpc://host:port" (a dispatcher) or "local" (an in-process
+    # dispatcher + worker on localhost). The stages before echo run on the service workers;
+    # echo and everything after it run in this process.
+    config.service_address = ""
+    config.service_processing_mode = "parallel_epochs"
     return config
 
 
@@ -106,6 +122,17 @@ def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.Con
             f"data config echo_insert must be a string such as 'before_augment', got "
             f"{resolved.echo_insert!r}."
         )
+    if not isinstance(resolved.skip_corrupt, bool):
+        raise TypeError(
+            f"data config skip_corrupt must be True or False, got {resolved.skip_corrupt!r}."
+        )
+    _check_int("gcs_request_attempts", resolved.gcs_request_attempts, minimum=1)
+    _check_int("gcs_read_attempts", resolved.gcs_read_attempts, minimum=1)
+    for key in ("gcs_retry_delay", "gcs_max_retry_delay"):
+        value = resolved[key]
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
+            raise ValueError(f"data config {key} must be seconds >= 0, got {value!r}.")
+    _check_service(resolved)
     if resolved.source == "tfds" and not resolved.name:
         raise ValueError("data config source='tfds' needs name, e.g. name='cifar10'; got name=''.")
     if resolved.source == "tfrecord":
@@ -121,6 +148,35 @@ def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.Con
                 "metadata), got None; e.g. num_classes=10."
             )
     return resolved
+
+
+def _check_service(config: ml_collections.ConfigDict) -> None:
+    address = config.service_address
+    if not isinstance(address, str):
+        raise TypeError(
+            f"data config service_address must be a string ('' = off, 'grpc://host:port' or "
+            f"'local'), got {address!r}."
+        )
+    _check_choice(
+        "service_processing_mode",
+        config.service_processing_mode,
+        ("parallel_epochs", "distributed_epoch"),
+    )
+    if not address:
+        return
+    if config.source == "tfrecord" and "gs://" in f"{config.train_files}":
+        raise ValueError(
+            f"data config service_address={address!r} cannot serve train_files="
+            f"{config.train_files!r}: gs:// files are read by gcsfs in a Python generator, which "
+            "cannot be sent to a tf.data service worker. Copy the files to a path the workers "
+            "read in the graph (local or a mounted bucket), or set service_address=''."
+        )
+    if config.skip_corrupt:
+        raise ValueError(
+            f"data config service_address={address!r} cannot be combined with skip_corrupt=True: "
+            "skipping and counting corrupt records runs in a Python generator, which cannot be "
+            "sent to a tf.data service worker. Set one of them off."
+        )
 
 
 def data_dir(config: ml_collections.ConfigDict) -> str:

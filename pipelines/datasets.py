@@ -25,6 +25,10 @@ own shard and batches per replica::
         return pipelines.make_datasets(config, seed=0, input_context=input_context).train
 
     train = strategy.distribute_datasets_from_function(train_dataset_fn)
+
+With ``service_address`` set, the train stages before ``echo_insert`` (read, decode, augment,
+and insertions at earlier points) run on tf.data service workers (``pipelines.service``); echo,
+later insertions and the meters run in this process, after ``distribute()``.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import tensorflow as tf
 import echoing
 from echoing import meters as echo_meters
 from echoing.types import DatasetTransformation
-from pipelines import augment, sources
+from pipelines import augment, service, sources
 from pipelines.config import resolve_data_config
 from pipelines.pipeline import Pipeline, Stage
 
@@ -215,8 +219,26 @@ def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipe
             Stage("prefetch", lambda ds: _prefetch(ds, config.prefetch)),
         ]
     )
+    if config.service_address:
+        # The boundary goes right before echo, so everything upstream of echo (and any
+        # insertion at an earlier point) runs on the service workers and echo runs here.
+        pipeline = pipeline.insert(
+            config.echo_insert,
+            service.distribute(
+                config.service_address, processing_mode=config.service_processing_mode
+            ),
+            name="service",
+        )
     if meters is not None:
-        pipeline = pipeline.insert("after_read", meters.fresh.count(), name="count_fresh")
+        if config.service_address:
+            # Host variables cannot travel to a service worker: count what arrives from it,
+            # which is the fresh examples (echo is still to come).
+            points = pipeline.insertion_points
+            batched = points.index(config.echo_insert) >= points.index("after_batch")
+            count = meters.fresh.count(rows=batched)
+            pipeline = pipeline.insert(config.echo_insert, count, name="count_fresh")
+        else:
+            pipeline = pipeline.insert("after_read", meters.fresh.count(), name="count_fresh")
     if config.echo != 1 or config.echo_buffer_size > 0:
         pipeline = pipeline.insert(
             config.echo_insert,
