@@ -10,8 +10,12 @@ Example::
     strategy = tf.distribute.get_strategy()  # or Mirrored / MultiWorkerMirrored
     table = echoing.ShardedPriorityTable(1000, num_shards=strategy.num_replicas_in_sync)
     options = tf.distribute.InputOptions(
-        experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA
-    )  # one input pipeline per replica (MirroredStrategy); omit for one per worker
+        # One input pipeline per replica (MirroredStrategy only); omit for one per worker.
+        experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
+        # The default prefetch to device selects from the table before the previous step
+        # has written it: one step stale (tests/echoing/test_priority_distributed_mirrored.py).
+        experimental_fetch_to_device=False,
+    )
     dataset = strategy.distribute_datasets_from_function(
         lambda context: echoing.distributed_priority_sample(
             table, source, context, global_batch_size=64, top_ratio=0.5, renew_ratio=0.5, seed=0

@@ -29,16 +29,24 @@ with exponent 1 the weighted batch mean gradient is an unbiased estimate of the 
 Unmeasured examples count as having the largest measured priority in proportional mode, and as
 ``+inf`` in top-k mode (so the first epoch visits them in id order).
 
-Everything runs in the TensorFlow graph: a selection costs O(N) elementwise work plus a top-k
+Selection runs in the TensorFlow graph: it costs O(N) elementwise work plus a top-k
 (benchmarks/pgd.py measures it at N = 10^6). The batch for step ``t`` reads the table as it is
 when the batch is produced, so the trainer must have written step ``t-1``'s priorities by then;
 ``priority_sample`` therefore turns off tf.data's automatic prefetch injection, and a user
 ``prefetch(n)`` makes the selection up to ``n`` steps stale (harmless for renewal, less precise
-for top-k).
+for top-k). So does a ``tf.distribute`` iterator's prefetch to device: pass
+``tf.distribute.InputOptions(experimental_fetch_to_device=False)``.
+
+Sources: in-memory arrays (gathered with ``tf.gather`` in the graph) or, for data that does not
+fit in memory, a TFDS data source (``tfds.data_source(...)``, ``builder.as_data_source()``;
+ArrayRecord files read by record index, one ``tf.numpy_function`` per batch; see
+``echoing.priority_sources`` for its host cost). Both give identical batches for the same table
+and seed.
 
 Workers / replicas: selection depends only on the table and the step, so each input pipeline
-(``strategy.distribute_datasets_from_function``) can own a ``PriorityTable`` over its own shard of
-the examples and select its top-k locally, which is the paper's worker design.
+(``strategy.distribute_datasets_from_function``) can own a table over its own shard of the
+examples and select its top-k locally, which is the paper's worker design:
+``echoing.distributed_priority_sample`` with an ``echoing.ShardedPriorityTable``.
 """
 
 from __future__ import annotations
