@@ -8,6 +8,10 @@ Example::
     source = tfds_source.load("cifar10", data_dir="/data/tfds", train_split="train",
                               eval_split="test")
 
+    # Random access by record index (priority sampling), for a copy prepared as ArrayRecord,
+    # e.g. `tfds build cifar10 --file_format=array_record --data_dir=/data/tfds`:
+    train = tfds_source.data_source("cifar10", data_dir="/data/tfds", split="train")
+
 The builder is rebuilt from the files alone (``builder_from_files``), so no dataset code runs and
 nothing is downloaded; a dataset that is not there raises at once with how to fix it. Examples
 are read through the dataset's ``supervised_keys`` (input, label); image features are decoded in
@@ -25,6 +29,46 @@ from pipelines.sources import images
 from pipelines.sources.source import Source, SourceSplit, check_not_empty
 
 
+def _read_only_builder(name: str, data_dir: str):
+    try:
+        return read_only_builder.builder_from_files(name, data_dir=data_dir)
+    except tfds.core.registered.DatasetNotFoundError as error:
+        raise ValueError(
+            f"dataset {name!r} needs a download; use --data_dir with a prepared copy or the "
+            f"default mnist1d (no prepared copy under data_dir={data_dir!r}; prepare one with "
+            f"`tfds build {name} --data_dir={data_dir}` on a machine with internet)."
+        ) from error
+
+
+def data_source(name: str, *, data_dir: str, split: str):
+    """A random-access TFDS data source of ``split`` (record ``i`` = ``source[i]``).
+
+    For ``echoing.priority_sample`` over data that does not fit in memory. The copy must be
+    stored as ArrayRecord (``tfds build NAME --file_format=array_record``): TFRecord files can
+    only be read in order.
+
+    Raises:
+      ValueError: the dataset is not prepared under ``data_dir``, is not stored as ArrayRecord,
+        or has no split ``split``.
+    """
+    builder = _read_only_builder(name, data_dir)
+    info = builder.info
+    file_format = info.file_format.value if info.file_format is not None else "tfrecord"
+    if file_format != "array_record":
+        raise ValueError(
+            f"TFDS dataset {name!r} under {data_dir!r} is stored as {file_format}, which has no "
+            f"random access; prepare an ArrayRecord copy with `tfds build {name} "
+            f"--file_format=array_record --data_dir=DIR` (or builder.download_and_prepare("
+            "file_format='array_record'))."
+        )
+    if split not in info.splits:
+        raise ValueError(
+            f"TFDS dataset {name!r} has no split {split!r}; its splits are "
+            f"{sorted(info.splits.keys())}."
+        )
+    return builder.as_data_source(split=split)
+
+
 def load(
     name: str,
     *,
@@ -40,14 +84,7 @@ def load(
       ValueError: the dataset is not prepared under ``data_dir``, has no supervised keys, a
         split does not exist or is empty, or the label has no class count.
     """
-    try:
-        builder = read_only_builder.builder_from_files(name, data_dir=data_dir)
-    except tfds.core.registered.DatasetNotFoundError as error:
-        raise ValueError(
-            f"dataset {name!r} needs a download; use --data_dir with a prepared copy or the "
-            f"default mnist1d (no prepared copy under data_dir={data_dir!r}; prepare one with "
-            f"`tfds build {name} --data_dir={data_dir}` on a machine with internet)."
-        ) from error
+    builder = _read_only_builder(name, data_dir)
     info = builder.info
     if not info.supervised_keys or len(info.supervised_keys) != 2:
         raise ValueError(
