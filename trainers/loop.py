@@ -100,6 +100,7 @@ class Trainer(tf.Module):
         strategy: tf.distribute.Strategy | None = None,
         feedback: Sequence[Feedback] = (),
         priority_feedback: PriorityFeedback | None = None,
+        jit_compile: bool = False,
     ):
         """Builds the optimizer's slots, the step counter and the distributed train iterator.
 
@@ -115,6 +116,17 @@ class Trainer(tf.Module):
             (``echoing.PriorityFeedback`` over ``model.trainable_variables``, created under
             ``strategy.scope()``): one forward pass gives the mean gradient, which is applied,
             and every example's priority ``ḡ·g_i``, written to its table at the current step.
+          jit_compile: compile each replica's train step and eval step with XLA
+            (``tf.function(jit_compile=True)``; what TPUs need, and often faster on GPUs).
+            Batches must then have static shapes (``drop_remainder=True``) or each new shape
+            compiles again. What stays outside the compiled step, and why: the step counter and
+            feedback arrays (the host loop's), priority-table writes (host state), and under
+            Mirrored/MultiWorkerMirrored on CPU devices the gradient all-reduce and optimizer
+            update (a `merge_call`, and XLA's CPU backend has no collectives).
+
+        Raises:
+          ValueError: ``jit_compile`` under a strategy XLA cannot compile for (MirroredStrategy
+            over several CPU devices: XLA's CPU backend is one device).
         """
         super().__init__(name="trainer")
         if not isinstance(model, keras.Model):
@@ -161,6 +173,31 @@ class Trainer(tf.Module):
             )
         self.feedback = feedback
         self.priority_feedback = priority_feedback
+        if not isinstance(jit_compile, bool):
+            raise TypeError(f"jit_compile must be True or False, got {jit_compile!r}.")
+        try:
+            devices = [
+                tf.DeviceSpec.from_string(d).device_type
+                for d in self.strategy.extended.worker_devices
+            ]
+        except RuntimeError:
+            # The default strategy has no device list: one replica, wherever TF places it.
+            devices = ["default"]
+        on_cpu = all(device == "CPU" for device in devices)
+        if jit_compile and on_cpu and len(devices) > 1:
+            raise ValueError(
+                f"jit_compile=True under {type(self.strategy).__name__} over {len(devices)} CPU "
+                "devices: XLA's CPU backend compiles for one device and cannot reach variables "
+                "mirrored on the others. Use jit_compile=False, one CPU device, or GPUs/TPUs."
+            )
+        self.jit_compile = jit_compile
+        # On CPU devices under Mirrored/MultiWorkerMirrored, Keras optimizers aggregate through
+        # `merge_call`, which cannot run inside a nested compiled tf.function, and XLA's CPU
+        # backend has no collectives ("Collectives are not yet implemented for CPU devices when
+        # compiling with XLA", TF 2.21): there only the forward/backward pass is compiled and the
+        # all-reduce + update run outside. On GPUs/TPUs (no merge_call in XLA context) and under
+        # the default strategy the update is compiled too.
+        self._compiled_update = not on_cpu
         with self.strategy.scope():
             # Build the slots now, so a checkpoint restores them instead of deferring the restore.
             if not self.optimizer.built:
@@ -176,6 +213,14 @@ class Trainer(tf.Module):
         self.train_dataset = self.strategy.distribute_datasets_from_function(train_dataset_fn)
         self.iterator = iter(self.train_dataset)
         self._eval_dataset_fn = eval_dataset_fn
+        if jit_compile:
+            self._forward_backward = tf.function(self._forward_backward_body, jit_compile=True)
+            self._step_and_update = tf.function(self._step_and_update_body, jit_compile=True)
+            self._eval_step = tf.function(self._eval_step_body, jit_compile=True)
+        else:
+            self._forward_backward = self._forward_backward_body
+            self._step_and_update = self._step_and_update_body
+            self._eval_step = self._eval_step_body
         self._train_loop = tf.function(self._train_loop_body)
         self._eval_loop = tf.function(self._eval_loop_body)
 
@@ -183,8 +228,32 @@ class Trainer(tf.Module):
 
     def _train_step(self, batch):
         """One replica's step: returns (per-example losses, ids, this replica's share of loss)."""
+        if self._compiled_update:
+            per_example, loss, gradients, priorities = self._step_and_update(batch)
+        else:
+            per_example, loss, gradients, priorities = self._forward_backward(batch)
+            self._apply(gradients)
         if self.priority_feedback is not None:
-            return self._prioritized_step(batch)
+            # Outside the compiled step: the priority table is host state (CPU variables the
+            # input pipeline reads), and ḡ's MEAN-aggregated assign is a cross-replica merge.
+            # The batch for step t was selected from the table at step t: write at the same step.
+            self.priority_feedback.update(
+                batch["id"], priorities, gradients, self.step.read_value()
+            )
+        return per_example, batch["id"], loss
+
+    def _forward_backward_body(self, batch):
+        """Per-example losses, this replica's loss share, its gradients and (PGD) priorities."""
+        if self.priority_feedback is not None:
+            feedback = self.priority_feedback
+            per_example, gradients, priorities = feedback.losses_gradients_priorities(
+                lambda: self._loss(batch["label"], self.model(batch["inputs"], training=True)),
+                sample_weight=batch.get("sample_weight"),
+            )
+            weighted = per_example
+            if "sample_weight" in batch:
+                weighted = per_example * tf.cast(batch["sample_weight"], per_example.dtype)
+            return per_example, tf.nn.compute_average_loss(weighted), gradients, priorities
         with tf.GradientTape() as tape:
             logits = self.model(batch["inputs"], training=True)
             per_example = self._loss(batch["label"], logits)
@@ -196,23 +265,15 @@ class Trainer(tf.Module):
             if self.model.losses:
                 loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
         gradients = tape.gradient(loss, self.model.trainable_variables)
-        self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables, strict=True))
-        return per_example, batch["id"], loss
+        return per_example, loss, gradients, None
 
-    def _prioritized_step(self, batch):
-        """A PGD step: every computed gradient is applied and every example's priority written."""
-        feedback = self.priority_feedback
-        per_example, gradients, priorities = feedback.losses_gradients_priorities(
-            lambda: self._loss(batch["label"], self.model(batch["inputs"], training=True)),
-            sample_weight=batch.get("sample_weight"),
-        )
+    def _apply(self, gradients):
         self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables, strict=True))
-        # The batch for step t was selected from the table at step t: write at the same step.
-        feedback.update(batch["id"], priorities, gradients, self.step.read_value())
-        weighted = per_example
-        if "sample_weight" in batch:
-            weighted = per_example * tf.cast(batch["sample_weight"], per_example.dtype)
-        return per_example, batch["id"], tf.nn.compute_average_loss(weighted)
+
+    def _step_and_update_body(self, batch):
+        per_example, loss, gradients, priorities = self._forward_backward_body(batch)
+        self._apply(gradients)
+        return per_example, loss, gradients, priorities
 
     def _train_loop_body(self, iterator, num_steps):
         collect = bool(self.feedback)
@@ -252,7 +313,7 @@ class Trainer(tf.Module):
 
     # ------------------------------------------------------------------------------------ eval
 
-    def _eval_step(self, batch):
+    def _eval_step_body(self, batch):
         logits = self.model(batch["inputs"], training=False)
         labels = tf.cast(batch["label"], tf.int64)
         correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=-1), labels), tf.float32))

@@ -74,6 +74,20 @@ def main():
         )
     except ValueError as error:
         unplaced_error = str(error)
+    jit_error = ""
+    with mirrored_strategy.scope():
+        placed = models.build_model("mnist1d_mlp", (40,), 4)
+        placed_optimizer = keras.optimizers.SGD(0.1)
+    try:
+        loop.Trainer(
+            model=placed,
+            optimizer=placed_optimizer,
+            train_dataset_fn=lambda context: tf.data.Dataset.range(1),
+            strategy=mirrored_strategy,
+            jit_compile=True,
+        )
+    except ValueError as error:
+        jit_error = str(error)
     print(
         json.dumps(
             {
@@ -88,6 +102,7 @@ def main():
                 "feedback_losses": [default[3][0][1].tolist(), mirrored[3][0][1].tolist()],
                 "feedback_steps": [default[3][0][2], mirrored[3][0][2]],
                 "unplaced_error": unplaced_error,
+                "jit_error": jit_error,
             }
         )
     )

@@ -125,6 +125,8 @@ def test_mirrored_strategy_on_two_cpus_matches_the_default_strategy():
     np.testing.assert_allclose(*result["feedback_losses"], rtol=1e-5)
     assert result["feedback_steps"] == [3, 3]
     assert "strategy.scope()" in result["unplaced_error"]
+    # XLA's CPU backend is one device: jit_compile over two logical CPUs is refused up front.
+    assert "jit_compile=True under MirroredStrategy over 2 CPU devices" in result["jit_error"]
 
 
 def _dataset_fn(context):
