@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from echoing.priority_distributed import distributed_priority_sample
 from echoing.priority_sampling import priority_sample
+from echoing.priority_shards import ShardedPriorityTable
 from echoing.priority_sources import DataSourceSource
 from echoing.priority_table import PriorityTable
 from pipelines.sources import mnist1d
@@ -160,3 +162,20 @@ def test_table_size_must_match_the_data_source(data_dir):
     with pytest.raises(ValueError, match=r"source has 20 examples .* table has N=60"):
         priority_sample(PriorityTable(NUM_TRAIN), evaluation, keys=KEYS, batch_size=8,
                         top_ratio=0.5, renew_ratio=0.5)  # fmt: skip
+
+
+@pytest.mark.parametrize("pipeline", [0, 1])
+def test_per_pipeline_batches_from_the_data_source_equal_in_memory(train_source, pipeline):
+    table = ShardedPriorityTable(NUM_TRAIN, num_shards=2)
+    table.update(tf.range(NUM_TRAIN), np.random.default_rng(1).permutation(NUM_TRAIN) + 1.0, 0)
+    context = tf.distribute.InputContext(
+        num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=2
+    )
+    arguments = dict(global_batch_size=16, top_ratio=0.5, renew_ratio=0.5, seed=0)
+    from_disk = distributed_priority_sample(table, train_source, context, keys=KEYS, **arguments)
+    in_memory = distributed_priority_sample(table, _in_memory(train_source), context, **arguments)
+    assert from_disk.element_spec == in_memory.element_spec
+    for disk, memory in zip(from_disk.take(3), in_memory.take(3), strict=True):
+        assert np.all(disk["id"].numpy() % 2 == pipeline)
+        for key in disk:
+            np.testing.assert_array_equal(disk[key].numpy(), memory[key].numpy(), err_msg=key)
