@@ -43,9 +43,11 @@ import pipelines
 from echoing import meters as echo_meters
 from echoing.types import DatasetTransformation
 from pipelines import sources
-from trainers import checkpointing, loop, metrics_writer, models, timing
+from trainers import checkpointing, loop, metrics_writer, models, strategies, timing
 
-STRATEGIES = ("default", "mirrored")
+# Strategies experiment.run trains under; "parameter_server" runs trainers.async_partitioned
+# (the binary routes it there), so the custom loop refuses it with directions.
+STRATEGIES = strategies.SYNCHRONOUS
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -77,7 +79,16 @@ def default_config() -> ml_collections.ConfigDict:
     config.target_accuracy = 0.0
     # True ends training at that first crossing (benchmarks of time to target stop there).
     config.stop_at_target = False
+    # default | mirrored | multi_worker | tpu (python -m trainers.train --strategy=... overrides).
     config.strategy = "default"
+    # multi_worker: every worker's host:port, comma-separated, the same in every worker, and this
+    # process's index in it; empty takes the cluster from TF_CONFIG (one local worker without).
+    config.workers = ""
+    config.task_index = 0
+    # tpu: "local" on a Cloud TPU VM, a TPU name or grpc://host:port; empty reads TPU_NAME.
+    config.tpu = ""
+    # XLA-compile every train and eval step; unset means True under "tpu", False otherwise.
+    config.jit_compile = config_dict.placeholder(bool)
     # Steps (each side) for the t_up / t_down measurement at the end; 0 skips it.
     config.timing_steps = 30
     config.progress_bar = True
@@ -150,9 +161,33 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
             f"config target_accuracy must be a float in [0, 1] (0 = none), got "
             f"{resolved.target_accuracy!r}."
         )
+    if resolved.strategy == "parameter_server":
+        raise ValueError(
+            "config strategy='parameter_server' runs the asynchronous partitioned trainer, not "
+            "this loop: use `python -m trainers.train --strategy=parameter_server "
+            "--config=configs/passm.py` (a config with a `mode`), or strategy='multi_worker' for "
+            "synchronous data parallelism over several workers."
+        )
     if resolved.strategy not in STRATEGIES:
         raise ValueError(
             f"config strategy must be one of {list(STRATEGIES)}, got {resolved.strategy!r}."
+        )
+    if resolved.jit_compile is None:
+        resolved.jit_compile = resolved.strategy == "tpu"
+    if not isinstance(resolved.jit_compile, bool):
+        raise TypeError(
+            f"config jit_compile must be True, False or unset, got {resolved.jit_compile!r}."
+        )
+    for key in ("workers", "tpu"):
+        if not isinstance(resolved[key], str):
+            raise TypeError(f"config {key} must be a string, got {resolved[key]!r}.")
+    _check_int("task_index", resolved.task_index, minimum=0)
+    if resolved.pgd and resolved.strategy in ("multi_worker", "tpu"):
+        raise ValueError(
+            f"config pgd=True with strategy={resolved.strategy!r}: priority sampling draws from "
+            "one in-memory priority table on this host, written by host-side ops after each "
+            "step; other workers would select from tables they never update, and a TPU step "
+            "cannot run host ops. Use strategy='default' or 'mirrored' for pgd."
         )
     _check_int("diagnose_steps", resolved.diagnose_steps, minimum=1)
     for key in ("assist", "assist_reweight", "assist_asynchronous", "pgd"):
@@ -201,11 +236,11 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     return resolved
 
 
-def make_strategy(name: str) -> tf.distribute.Strategy:
-    """ "default" (one device) or "mirrored" (all local GPUs, or the CPU when there are none)."""
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
-    return tf.distribute.get_strategy()
+def make_strategy(config: ml_collections.ConfigDict) -> tf.distribute.Strategy:
+    """The strategy ``config`` names (``trainers.strategies.make_strategy``)."""
+    return strategies.make_strategy(
+        config.strategy, workers=config.workers, task_index=config.task_index, tpu=config.tpu
+    )
 
 
 class RunClock(tf.Module):
@@ -243,9 +278,11 @@ def run(
     config = resolve_config(config)
     if not isinstance(workdir, str) or not workdir:
         raise ValueError(f"workdir must be a non-empty path, got {workdir!r}.")
+    # First: MultiWorkerMirroredStrategy configures the runtime's collectives when created.
+    strategy = make_strategy(config)
+    workdir = strategies.worker_directory(strategy, workdir)
     tf.io.gfile.makedirs(workdir)
     keras.utils.set_random_seed(config.seed)
-    strategy = make_strategy(config.strategy)
 
     # Meters live outside the strategy scope: they are host counters, never mirrored.
     counts = echo_meters.EchoMeters()
@@ -276,9 +313,9 @@ def run(
                 ),
             )
         )
-    datasets = pipelines.make_datasets(
-        config.data, seed=config.seed, meters=counts, insertions=insertions
-    )
+    # Shapes and classes for the model; the pipelines that train are built per input pipeline
+    # (host/worker) by the dataset functions below.
+    datasets = pipelines.make_datasets(config.data, seed=config.seed, insertions=insertions)
     if config.pgd:
         # Outside the strategy scope: the table is host state read by the input pipeline.
         extras.table = echoing.PriorityTable(len(extras.examples["label"]))
@@ -294,8 +331,6 @@ def run(
             .apply(counts.fresh.count(rows=True))
             .apply(counts.emitted.count(rows=True))
         )
-    else:
-        train_dataset = datasets.train
     with strategy.scope():
         model = models.build_model(config.model, datasets.input_shape, datasets.num_classes)
         optimizer = _make_optimizer(config)
@@ -303,13 +338,9 @@ def run(
             extras.priority_feedback = echoing.PriorityFeedback(
                 extras.table, model.trainable_variables
             )
-    if config.checkpoint_iterator:
-        # The echo meters' counters are variables the pipeline writes: external state to
-        # tf.data, which refuses to checkpoint such an iterator by default. The counters are
-        # saved by the checkpoint itself (`meters=`), so the iterator may ignore them.
-        options = tf.data.Options()
-        options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-        train_dataset = train_dataset.with_options(options)
+    train_dataset_fn, eval_dataset_fn = _dataset_fns(
+        config, counts, insertions, pgd_dataset=train_dataset if config.pgd else None
+    )
     feedback = []
     if config.assist:
         extras.learner = echoing.AssistantLearner(
@@ -324,15 +355,12 @@ def run(
     trainer = loop.Trainer(
         model=model,
         optimizer=optimizer,
-        train_dataset_fn=loop.per_replica_batches(
-            lambda: train_dataset, global_batch_size=config.data.batch_size
-        ),
-        eval_dataset_fn=loop.per_replica_batches(
-            lambda: datasets.eval, global_batch_size=config.data.eval_batch_size
-        ),
+        train_dataset_fn=train_dataset_fn,
+        eval_dataset_fn=eval_dataset_fn,
         strategy=strategy,
         feedback=feedback,
         priority_feedback=extras.priority_feedback,
+        jit_compile=config.jit_compile,
     )
     clock = RunClock()
     objects = dict(model=model, optimizer=optimizer, step=trainer.step, meters=counts, clock=clock)
@@ -439,6 +467,55 @@ def run(
     return summary
 
 
+def _dataset_fns(config, counts, insertions, pgd_dataset) -> tuple[loop.DatasetFn, loop.DatasetFn]:
+    """``InputContext -> Dataset`` functions for the train and eval sets, one per input pipeline.
+
+    Each input pipeline (one per worker/host) reads its own shard of the source and batches per
+    replica (``pipelines.make_datasets(input_context=...)``), so echo, the Assistant filter and
+    the meters run on every worker over its shard. Train batches have static shapes
+    (drop_remainder=True; filters come before the fixed-size batching), as XLA/TPUs need. PGD
+    batches come from the one in-memory priority table (default/mirrored only, checked by
+    ``resolve_config``), rebatched per replica.
+    """
+    eval_sets = {}
+
+    def train_dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        if pgd_dataset is not None:
+            dataset = loop.per_replica_batches(
+                lambda: pgd_dataset, global_batch_size=config.data.batch_size
+            )(context)
+        else:
+            dataset = pipelines.make_datasets(
+                config.data,
+                seed=config.seed,
+                meters=counts,
+                insertions=insertions,
+                input_context=context,
+            ).train
+        if config.checkpoint_iterator:
+            # The echo meters' counters are variables the pipeline writes: external state to
+            # tf.data, which refuses to checkpoint such an iterator by default. The counters are
+            # saved by the checkpoint itself (`meters=`), so the iterator may ignore them.
+            options = tf.data.Options()
+            options.experimental_external_state_policy = (
+                tf.data.experimental.ExternalStatePolicy.IGNORE
+            )
+            dataset = dataset.with_options(options)
+        return dataset
+
+    def eval_dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        # Each input pipeline evaluates its shard; the loop sums across them. Built once per
+        # context: every evaluate() asks again.
+        key = (context.num_input_pipelines, context.input_pipeline_id, context.num_replicas_in_sync)
+        if key not in eval_sets:
+            eval_sets[key] = pipelines.make_datasets(
+                config.data, seed=config.seed, input_context=context
+            ).eval
+        return eval_sets[key]
+
+    return train_dataset_fn, eval_dataset_fn
+
+
 @dataclasses.dataclass
 class _Extras:
     """The optional stages of a run (Assistant filter, PGD, AutoEcho) and their state."""
@@ -517,7 +594,7 @@ def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
         raise ValueError(f"workdir must be a non-empty path, got {workdir!r}.")
     tf.io.gfile.makedirs(workdir)
     keras.utils.set_random_seed(config.seed)
-    strategy = make_strategy(config.strategy)
+    strategy = make_strategy(config)
     steps = config.diagnose_steps
     data = _echo_free(config.data)
     datasets = pipelines.make_datasets(data, seed=config.seed)

@@ -8,6 +8,17 @@ Example::
     python -m trainers.train --config=configs/mnist1d.py:smoke --workdir=/tmp/smoke \\
         --config.num_steps=40   # any field can be overridden from the command line
     python -m trainers.train --config=configs/mnist1d.py --workdir=/tmp/diagnose --diagnose
+    python -m trainers.train --config=configs/mnist1d.py --workdir=/tmp/m --strategy=mirrored
+    python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/passm \\
+        --strategy=parameter_server   # the asynchronous partitioned trainer (PASSM+)
+
+``--strategy`` (default: the config's ``strategy``) is one of ``default``, ``mirrored``,
+``multi_worker`` (``MultiWorkerMirroredStrategy``: start the same command in every worker with
+``TF_CONFIG`` set, or with ``--config.workers=HOST:PORT,HOST:PORT --config.task_index=I``),
+``tpu`` (``--config.tpu=local`` on a TPU VM; train and eval steps are XLA-compiled) and
+``parameter_server``, which runs ``trainers.async_partitioned`` and needs a config with a
+``mode`` (``configs/passm.py``). A ``configs/passm.py`` run under a synchronous strategy trains
+synchronously and says so (its asynchronous modes need a parameter server).
 
 Re-running with the same ``--workdir`` resumes from its newest checkpoint. Everything else
 (progress bar, ``metrics.jsonl``, TensorBoard, checkpoints, the final summary with R) is
@@ -16,10 +27,13 @@ Re-running with the same ``--workdir`` resumes from its newest checkpoint. Every
 
 from __future__ import annotations
 
+import json
+import sys
+
 from absl import app, flags
 from ml_collections import config_flags
 
-from trainers import experiment
+from trainers import experiment, strategies
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config",
@@ -36,16 +50,65 @@ _DIAGNOSE = flags.DEFINE_bool(
     "Instead of training: time config.diagnose_steps steps, print R, the input-wait fraction and "
     "the recommended echo factor and insertion point, and write workdir/diagnosis.json.",
 )
+_STRATEGY = flags.DEFINE_string(
+    "strategy",
+    None,
+    f"One of {', '.join(strategies.NAMES)}; overrides config.strategy (see the module doc).",
+)
+flags.register_validator(
+    "strategy",
+    lambda name: name is None or name in strategies.NAMES,
+    message=f"--strategy must be one of {', '.join(strategies.NAMES)}, e.g. --strategy=mirrored.",
+)
 flags.mark_flags_as_required(["config", "workdir"])
 
 
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}; use --config and --workdir.")
-    if _DIAGNOSE.value:
-        experiment.diagnose(_CONFIG.value, _WORKDIR.value)
+    config = _CONFIG.value
+    if _STRATEGY.value is not None:
+        config.strategy = _STRATEGY.value
+    if "mode" in config:
+        # configs/passm.py and the like: the asynchronous partitioned trainer's configs.
+        if _DIAGNOSE.value:
+            raise app.UsageError(
+                "--diagnose times the synchronous loop's input pipeline; this config (with a "
+                "`mode`) belongs to the asynchronous trainer. Use e.g. configs/mnist1d.py."
+            )
+        _run_partitioned(config, _WORKDIR.value)
+    elif config.strategy == "parameter_server":
+        raise app.UsageError(
+            "--strategy=parameter_server runs the asynchronous partitioned trainer, which needs "
+            "a config with a `mode` (assm | passm | passm_plus), e.g. --config=configs/passm.py; "
+            "this config trains with the synchronous loop: use --strategy=default, mirrored, "
+            "multi_worker or tpu."
+        )
+    elif _DIAGNOSE.value:
+        experiment.diagnose(config, _WORKDIR.value)
     else:
-        experiment.run(_CONFIG.value, _WORKDIR.value)
+        experiment.run(config, _WORKDIR.value)
+
+
+def _run_partitioned(config, workdir: str) -> None:
+    """``trainers.async_partitioned`` under ``config.strategy``; prints the result's summary.
+
+    Under a synchronous strategy the asynchronous modes fall back to synchronous SGD with a
+    logged warning (``async_partitioned.train_and_evaluate``).
+    """
+    from trainers import async_partitioned
+
+    strategy = None
+    if config.strategy != "parameter_server":
+        strategy = strategies.make_strategy(config.strategy)
+    try:
+        result = async_partitioned.train_and_evaluate(config, workdir, strategy=strategy)
+    except async_partitioned.ParameterServerLostError as error:
+        # One clear line instead of a gRPC traceback; exit status 3 tells scripts to resume.
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(3)
+    summary = {k: v for k, v in result.items() if k not in ("history", "phases")}
+    print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

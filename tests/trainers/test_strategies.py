@@ -1,0 +1,203 @@
+"""trainers.strategies and ``python -m trainers.train --strategy=...`` (in this process; the
+child-process clusters are in test_strategies_cluster.py)."""
+
+import json
+import logging
+import os
+import sys
+
+import pytest
+import tensorflow as tf
+from absl import app, flags
+
+from trainers import metrics_writer, strategies, train
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PASSM = os.path.join(REPOSITORY, "configs", "passm.py")
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "error", "message"),
+    [
+        ("horovod", {}, ValueError, r"strategy must be one of \['default', 'mirrored'"),
+        ("parameter_server", {}, ValueError, r"--config=configs/passm\.py"),
+        ("default", {"workers": ["127.0.0.1:1"]}, ValueError, "only used by strategy='multi"),
+        ("mirrored", {"tpu": "local"}, ValueError, "only used by strategy='tpu'"),
+        ("multi_worker", {"workers": ["localhost"]}, ValueError, "must look like 'host:port'"),
+        ("multi_worker", {"workers": [1]}, TypeError, "workers must be a list"),
+        ("multi_worker", {"workers": ["a:1", "a:1"]}, ValueError, "must be distinct"),
+        ("multi_worker", {"workers": ["a:1"], "task_index": 1}, ValueError, "out of range"),
+        ("multi_worker", {"task_index": 1}, ValueError, "needs the worker addresses"),
+        ("multi_worker", {"task_index": -1}, ValueError, "task_index must be an int >= 0"),
+        ("tpu", {"tpu": 3}, TypeError, "tpu must be a string"),
+    ],
+)
+def test_make_strategy_rejects_bad_arguments(name, options, error, message):
+    with pytest.raises(error, match=message):
+        strategies.make_strategy(name, **options)
+
+
+@pytest.mark.parametrize(
+    ("tpu", "message"),
+    [
+        # No name and no TPU_NAME: refused before any resolver could ask the GCE metadata server.
+        ("", "this machine has none configured"),
+        # A TPU VM's local TPU: the resolver is built, initialize_tpu_system finds no TPU.
+        ("local", r"found no usable TPU at tpu='local'.*devices \['CPU'"),
+    ],
+)
+def test_tpu_without_a_tpu_says_so(tpu, message, monkeypatch):
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    with pytest.raises(ValueError, match=message):
+        strategies.make_strategy("tpu", tpu=tpu)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "replicas"),
+    [
+        ("default", type(tf.distribute.get_strategy()), 1),
+        ("mirrored", tf.distribute.MirroredStrategy, 1),
+        ("multi_worker", tf.distribute.MultiWorkerMirroredStrategy, 1),
+    ],
+)
+def test_make_strategy_builds_the_named_strategy(name, kind, replicas, tmp_path):
+    strategy = strategies.make_strategy(name)
+    assert isinstance(strategy, kind)
+    assert strategy.num_replicas_in_sync == replicas
+    # Alone (no TF_CONFIG), a process is its own chief and writes the workdir itself.
+    assert strategies.is_chief(strategy)
+    assert strategies.worker_directory(strategy, str(tmp_path)) == str(tmp_path)
+
+
+class _Resolver:
+    def __init__(self, task_type, task_id, jobs):
+        self.task_type, self.task_id, self._jobs = task_type, task_id, jobs
+
+    def cluster_spec(self):
+        return tf.train.ClusterSpec(
+            {job: [f"127.0.0.1:{2000 + i}"] for i, job in enumerate(self._jobs)}
+        )
+
+
+class _MultiWorker(tf.distribute.MultiWorkerMirroredStrategy):
+    """Only what is_chief reads: the type and the cluster resolver (no cluster is started)."""
+
+    def __init__(self, resolver):  # deliberately skips the strategy's setup
+        self._resolver = resolver
+
+    @property
+    def cluster_resolver(self):
+        return self._resolver
+
+
+@pytest.mark.parametrize(
+    ("task_type", "task_id", "jobs", "chief", "subdirectory"),
+    [
+        ("worker", 0, ["worker"], True, None),
+        ("worker", 1, ["worker"], False, "workers/worker_1"),
+        ("chief", 0, ["chief", "worker"], True, None),
+        ("worker", 0, ["chief", "worker"], False, "workers/worker_0"),
+    ],
+)
+def test_only_the_chief_writes_the_workdir(task_type, task_id, jobs, chief, subdirectory):
+    strategy = _MultiWorker(_Resolver(task_type, task_id, jobs))
+    assert strategies.is_chief(strategy) is chief
+    expected = "/w" if subdirectory is None else os.path.join("/w", subdirectory)
+    assert strategies.worker_directory(strategy, "/w") == expected
+
+
+@pytest.fixture(autouse=True)
+def _reset_flags():
+    """Flags parsed here (e.g. --strategy) must not leak into later tests of the binary."""
+    yield
+    flags.FLAGS.unparse_flags()
+
+
+def _parse(argv, monkeypatch):
+    """Parses ``argv`` as the binary would (config_flags reads its overrides from sys.argv)."""
+    monkeypatch.setattr(sys, "argv", argv)
+    for name in [name for name in flags.FLAGS if name.startswith("config.")]:
+        delattr(flags.FLAGS, name)
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(argv)
+
+
+def test_the_strategy_flag_is_validated_when_parsed(mnist1d_config_path, monkeypatch):
+    argv = ["train", f"--config={mnist1d_config_path}:smoke", "--workdir=/x", "--strategy=gpu"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(flags.IllegalFlagValueError, match="--strategy must be one of default"):
+        flags.FLAGS(argv)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "error", "message"),
+    [
+        ("parameter_server", app.UsageError, "needs a config with a `mode`"),
+        ("tpu", ValueError, "strategy='tpu' needs a TPU"),
+    ],
+)
+def test_the_binary_refuses_strategies_this_config_or_machine_cannot_run(
+    strategy, error, message, mnist1d_config_path, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    argv = [
+        "train",
+        f"--config={mnist1d_config_path}:smoke",
+        f"--workdir={tmp_path}",
+        f"--strategy={strategy}",
+    ]
+    _parse(argv, monkeypatch)
+    with pytest.raises(error, match=message):
+        train.main(["train"])
+    assert not os.listdir(tmp_path)  # refused before anything was written
+
+
+def test_multi_worker_alone_runs_the_loop_with_compiled_steps(
+    mnist1d_config_path, data_dir, tmp_path, monkeypatch
+):
+    """MultiWorkerMirrored as a one-worker cluster (no TF_CONFIG), XLA-compiled steps."""
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    argv = [
+        "train",
+        f"--config={mnist1d_config_path}:smoke",
+        f"--workdir={tmp_path}",
+        "--strategy=multi_worker",
+        f"--config.data.data_dir={data_dir}",
+        "--config.progress_bar=False",
+        "--config.timing_steps=0",
+        "--config.jit_compile=True",
+    ]
+    _parse(argv, monkeypatch)
+    train.main(["train"])
+    with open(os.path.join(tmp_path, "summary.json")) as file:
+        summary = json.load(file)
+    assert summary["step"] == 20
+    records = metrics_writer.read_metrics(str(tmp_path))
+    losses = [r["train_loss"] for r in records]
+    assert losses[-1] < losses[0]  # it trains (2.3 -> ~2.0 on MNIST-1D smoke)
+    # One worker reads the whole train stream: at least 20 steps x 32 rows.
+    assert summary["emitted_examples"] >= 20 * 32
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "multi_worker"])
+def test_passm_config_under_a_synchronous_strategy_falls_back_with_a_message(
+    strategy, tmp_path, monkeypatch, caplog
+):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    argv = ["train", f"--config={PASSM}:smoke", f"--workdir={tmp_path}", f"--strategy={strategy}"]
+    _parse(argv, monkeypatch)
+    with caplog.at_level(logging.WARNING):
+        train.main(["train"])
+    with open(os.path.join(tmp_path, "result.json")) as file:
+        result = json.load(file)
+    assert result["requested_mode"] == "passm_plus"
+    assert result["mode"] == "sync"
+    assert (
+        result["strategy"]
+        == {
+            "mirrored": "MirroredStrategy",
+            "multi_worker": "CollectiveAllReduceStrategy",
+        }[strategy]
+    )
+    assert result["completed_steps"] == 16
+    assert "falls back to synchronous SGD" in caplog.text
