@@ -41,6 +41,8 @@ from ml_collections import config_dict
 import echoing
 import pipelines
 from echoing import meters as echo_meters
+from echoing.priority_distributed import distributed_priority_sample
+from echoing.priority_shards import ShardedPriorityTable
 from echoing.types import DatasetTransformation
 from pipelines import sources
 from trainers import checkpointing, loop, metrics_writer, models, strategies, timing
@@ -182,12 +184,11 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
         if not isinstance(resolved[key], str):
             raise TypeError(f"config {key} must be a string, got {resolved[key]!r}.")
     _check_int("task_index", resolved.task_index, minimum=0)
-    if resolved.pgd and resolved.strategy in ("multi_worker", "tpu"):
+    if resolved.pgd and resolved.strategy == "tpu":
         raise ValueError(
-            f"config pgd=True with strategy={resolved.strategy!r}: priority sampling draws from "
-            "one in-memory priority table on this host, written by host-side ops after each "
-            "step; other workers would select from tables they never update, and a TPU step "
-            "cannot run host ops. Use strategy='default' or 'mirrored' for pgd."
+            "config pgd=True with strategy='tpu': priorities are written into a host-memory "
+            "table after each step, and a TPU step (compiled whole) cannot run those host ops. "
+            "Use strategy='default', 'mirrored' or 'multi_worker' for pgd."
         )
     _check_int("diagnose_steps", resolved.diagnose_steps, minimum=1)
     for key in ("assist", "assist_reweight", "assist_asynchronous", "pgd"):
@@ -317,20 +318,15 @@ def run(
     # (host/worker) by the dataset functions below.
     datasets = pipelines.make_datasets(config.data, seed=config.seed, insertions=insertions)
     if config.pgd:
-        # Outside the strategy scope: the table is host state read by the input pipeline.
-        extras.table = echoing.PriorityTable(len(extras.examples["label"]))
-        train_dataset = (
-            echoing.priority_sample(
-                extras.table,
-                extras.examples,
-                batch_size=config.data.batch_size,
-                top_ratio=float(config.pgd_top_ratio),
-                renew_ratio=float(config.pgd_renew_ratio),
-                seed=config.seed,
-            )
-            .apply(counts.fresh.count(rows=True))
-            .apply(counts.emitted.count(rows=True))
-        )
+        # Outside the strategy scope: host state read by the input pipelines. With several input
+        # pipelines (workers) each owns a shard of the ids and selects its own top-k there, the
+        # paper's worker design (echoing.distributed_priority_sample).
+        num_examples = len(extras.examples["label"])
+        num_pipelines = strategies.num_input_pipelines(strategy)
+        if num_pipelines == 1:
+            extras.table = echoing.PriorityTable(num_examples)
+        else:
+            extras.table = ShardedPriorityTable(num_examples, num_shards=num_pipelines)
     with strategy.scope():
         model = models.build_model(config.model, datasets.input_shape, datasets.num_classes)
         optimizer = _make_optimizer(config)
@@ -338,9 +334,7 @@ def run(
             extras.priority_feedback = echoing.PriorityFeedback(
                 extras.table, model.trainable_variables
             )
-    train_dataset_fn, eval_dataset_fn = _dataset_fns(
-        config, counts, insertions, pgd_dataset=train_dataset if config.pgd else None
-    )
+    train_dataset_fn, eval_dataset_fn = _dataset_fns(config, counts, insertions, extras)
     feedback = []
     if config.assist:
         extras.learner = echoing.AssistantLearner(
@@ -361,6 +355,11 @@ def run(
         feedback=feedback,
         priority_feedback=extras.priority_feedback,
         jit_compile=config.jit_compile,
+        # Priority selection reads the table when a batch is produced: prefetching batches to
+        # the device would select them before the previous step's priorities are written.
+        train_input_options=tf.distribute.InputOptions(experimental_fetch_to_device=False)
+        if config.pgd
+        else None,
     )
     clock = RunClock()
     objects = dict(model=model, optimizer=optimizer, step=trainer.step, meters=counts, clock=clock)
@@ -467,23 +466,33 @@ def run(
     return summary
 
 
-def _dataset_fns(config, counts, insertions, pgd_dataset) -> tuple[loop.DatasetFn, loop.DatasetFn]:
+def _dataset_fns(config, counts, insertions, extras) -> tuple[loop.DatasetFn, loop.DatasetFn]:
     """``InputContext -> Dataset`` functions for the train and eval sets, one per input pipeline.
 
     Each input pipeline (one per worker/host) reads its own shard of the source and batches per
     replica (``pipelines.make_datasets(input_context=...)``), so echo, the Assistant filter and
     the meters run on every worker over its shard. Train batches have static shapes
     (drop_remainder=True; filters come before the fixed-size batching), as XLA/TPUs need. PGD
-    batches come from the one in-memory priority table (default/mirrored only, checked by
-    ``resolve_config``), rebatched per replica.
+    batches are selected per input pipeline from its shard of the priority table
+    (``echoing.distributed_priority_sample``), also of static shape.
     """
     eval_sets = {}
 
     def train_dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        if pgd_dataset is not None:
-            dataset = loop.per_replica_batches(
-                lambda: pgd_dataset, global_batch_size=config.data.batch_size
-            )(context)
+        if extras.table is not None:
+            dataset = (
+                distributed_priority_sample(
+                    extras.table,
+                    extras.examples,
+                    context,
+                    global_batch_size=config.data.batch_size,
+                    top_ratio=float(config.pgd_top_ratio),
+                    renew_ratio=float(config.pgd_renew_ratio),
+                    seed=config.seed,
+                )
+                .apply(counts.fresh.count(rows=True))
+                .apply(counts.emitted.count(rows=True))
+            )
         else:
             dataset = pipelines.make_datasets(
                 config.data,

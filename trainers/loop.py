@@ -101,6 +101,7 @@ class Trainer(tf.Module):
         feedback: Sequence[Feedback] = (),
         priority_feedback: PriorityFeedback | None = None,
         jit_compile: bool = False,
+        train_input_options: tf.distribute.InputOptions | None = None,
     ):
         """Builds the optimizer's slots, the step counter and the distributed train iterator.
 
@@ -123,6 +124,9 @@ class Trainer(tf.Module):
             feedback arrays (the host loop's), priority-table writes (host state), and under
             Mirrored/MultiWorkerMirrored on CPU devices the gradient all-reduce and optimizer
             update (a `merge_call`, and XLA's CPU backend has no collectives).
+
+          train_input_options: passed to ``distribute_datasets_from_function`` for the train
+            set, e.g. ``InputOptions(experimental_fetch_to_device=False)`` for priority sampling.
 
         Raises:
           ValueError: ``jit_compile`` under a strategy XLA cannot compile for (MirroredStrategy
@@ -210,7 +214,9 @@ class Trainer(tf.Module):
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
             )
         self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-        self.train_dataset = self.strategy.distribute_datasets_from_function(train_dataset_fn)
+        self.train_dataset = self.strategy.distribute_datasets_from_function(
+            train_dataset_fn, train_input_options
+        )
         self.iterator = iter(self.train_dataset)
         self._eval_dataset_fn = eval_dataset_fn
         if jit_compile:

@@ -127,6 +127,18 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return task_type == "worker" and task_id == 0 and not has_chief
 
 
+def num_input_pipelines(strategy: tf.distribute.Strategy) -> int:
+    """Input pipelines ``distribute_datasets_from_function`` builds: one per worker process.
+
+    1 except under a multi-worker ``MultiWorkerMirroredStrategy`` (its workers and chief).
+    """
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
+        return 1
+    jobs = resolver.cluster_spec().as_dict()
+    return max(1, len(jobs.get("worker", ())) + len(jobs.get("chief", ())))
+
+
 def worker_directory(strategy: tf.distribute.Strategy, workdir: str) -> str:
     """Where this process writes: ``workdir`` for the chief, ``workdir/workers/TYPE_ID`` else.
 

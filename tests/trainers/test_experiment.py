@@ -39,11 +39,7 @@ def _mnist1d_get_config(path):
         ({"jit_compile": "yes"}, TypeError, "jit_compile must be True, False or unset"),
         ({"task_index": -1}, ValueError, "task_index must be >= 0"),
         ({"workers": 3}, TypeError, "workers must be a string"),
-        (
-            {"pgd": True, "strategy": "multi_worker"},
-            ValueError,
-            "pgd=True with strategy='multi_worker'",
-        ),
+        ({"pgd": True, "strategy": "tpu"}, ValueError, "pgd=True with strategy='tpu'"),
         ({"model": "resnet50"}, ValueError, "model must be one of"),
         ({"data": {"batchsize": 8}}, ValueError, r"unknown data config key\(s\) \['batchsize'\]"),
     ],

@@ -9,12 +9,34 @@ import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 
+import echoing
+import pipelines
+from pipelines import sources
 from trainers import experiment, local_cluster, metrics_writer
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS, GLOBAL_BATCH = 20, 32  # configs/mnist1d.py:smoke
 CHILD_TIMEOUT = 150  # seconds; a healthy run takes ~25 s on 2 loaded cores
+
+
+@pytest.fixture(scope="module")
+def prepared_data_dir(data_dir, mnist1d_config_path):
+    """The smoke MNIST-1D generated once here: two children preparing it at once would race."""
+    config = _smoke_config(mnist1d_config_path, data_dir)
+    sources.load(pipelines.resolve_data_config(config.data))
+    return data_dir
+
+
+def _smoke_config(config_path, data_dir):
+    spec = importlib.util.spec_from_file_location("mnist1d_config", config_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = module.get_config("smoke")
+    config.data.data_dir = data_dir
+    config.progress_bar, config.timing_steps = False, 0
+    return config
 
 
 def _start(argv, env, log_path):
@@ -49,14 +71,12 @@ def _read_summary(directory):
         return json.load(file)
 
 
-def test_two_multi_worker_processes_train_together_each_on_its_shard(
-    mnist1d_config_path, data_dir, tmp_path
-):
+def _start_two_workers(config_path, data_dir, tmp_path, config_argument="smoke"):
+    """Two workers of one MultiWorkerMirrored run in child processes; returns them and logs."""
     workers = [f"127.0.0.1:{local_cluster.free_port()}" for _ in range(2)]
-    workdir = str(tmp_path / "run")
     common = [
-        f"--config={mnist1d_config_path}:smoke",
-        f"--workdir={workdir}",
+        f"--config={config_path}:{config_argument}",
+        f"--workdir={tmp_path / 'run'}",
         "--strategy=multi_worker",
         f"--config.data.data_dir={data_dir}",
         "--config.progress_bar=False",
@@ -79,21 +99,38 @@ def test_two_multi_worker_processes_train_together_each_on_its_shard(
             argv = [*common, f"--config.workers={','.join(workers)}", "--config.task_index=1"]
         logs.append(str(tmp_path / f"worker_{index}.log"))
         children.append(_start(argv, worker_env, logs[-1]))
-    # Meanwhile, the same config in this process alone (default strategy) for comparison.
-    single = _single_worker_summary(mnist1d_config_path, data_dir, str(tmp_path / "single"))
-    _wait_all(children, logs)
+    return children, logs
 
-    chief = _read_summary(workdir)
-    other = _read_summary(os.path.join(workdir, "workers", "worker_1"))
-    # Synchronous training: both end at the same step with the same (all-reduced) metrics.
+
+def _worker_directories(tmp_path):
+    workdir = str(tmp_path / "run")
+    return workdir, os.path.join(workdir, "workers", "worker_1")
+
+
+def _assert_workers_agree(tmp_path):
+    """Synchronous training: both end at the same step with the same (all-reduced) metrics."""
+    directories = _worker_directories(tmp_path)
+    chief, other = (_read_summary(directory) for directory in directories)
     assert chief["step"] == other["step"] == STEPS
     assert chief["eval_accuracy"] == other["eval_accuracy"]
     assert chief["eval_loss"] == pytest.approx(other["eval_loss"], rel=1e-6)
-    chief_records = metrics_writer.read_metrics(workdir)
-    other_records = metrics_writer.read_metrics(os.path.join(workdir, "workers", "worker_1"))
-    assert [r["train_loss"] for r in chief_records] == pytest.approx(
-        [r["train_loss"] for r in other_records], rel=1e-6
+    chief_losses, other_losses = (
+        [r["train_loss"] for r in metrics_writer.read_metrics(directory)]
+        for directory in directories
     )
+    assert chief_losses == pytest.approx(other_losses, rel=1e-6)
+    return chief, other
+
+
+def test_two_multi_worker_processes_train_together_each_on_its_shard(
+    mnist1d_config_path, prepared_data_dir, tmp_path
+):
+    data_dir = prepared_data_dir
+    children, logs = _start_two_workers(mnist1d_config_path, data_dir, tmp_path)
+    # Meanwhile, the same config in this process alone (default strategy) for comparison.
+    single = _single_worker_summary(mnist1d_config_path, data_dir, str(tmp_path / "single"))
+    _wait_all(children, logs)
+    chief, other = _assert_workers_agree(tmp_path)
     for summary in (chief, other):
         # Each worker reads its own shard and batches 16 rows per step for its replica, so it
         # reads about half of what one process does for the same 20 global steps (the rest of
@@ -104,13 +141,36 @@ def test_two_multi_worker_processes_train_together_each_on_its_shard(
 
 
 def _single_worker_summary(config_path, data_dir, workdir):
-    spec = importlib.util.spec_from_file_location("mnist1d_config", config_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    config = module.get_config("smoke")
-    config.data.data_dir = data_dir
-    config.progress_bar, config.timing_steps = False, 0
-    return experiment.run(config, workdir)
+    return experiment.run(_smoke_config(config_path, data_dir), workdir)
+
+
+def test_two_multi_worker_processes_select_priorities_each_from_its_own_shard(
+    mnist1d_config_path, prepared_data_dir, tmp_path
+):
+    children, logs = _start_two_workers(
+        mnist1d_config_path, prepared_data_dir, tmp_path, config_argument="pgd=1,smoke"
+    )
+    _wait_all(children, logs)
+    _assert_workers_agree(tmp_path)
+    for index, directory in enumerate(_worker_directories(tmp_path)):
+        summary = _read_summary(directory)
+        # 20 steps x 16 rows per worker, plus what the multi-worker iterator reads ahead even
+        # with fetch_to_device=False (2 batches measured, so selection may be up to 2 steps
+        # stale; a one-process run reads exactly 20 x 32, test_integration_pgd.py).
+        per_worker = STEPS * GLOBAL_BATCH // 2
+        assert per_worker <= summary["emitted_examples"] <= per_worker + 2 * GLOBAL_BATCH // 2
+        reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{directory}/checkpoints"))
+        measured = {
+            shard: reader.get_tensor(
+                f"priority_table/shards/{shard}/measured_step/.ATTRIBUTES/VARIABLE_VALUE"
+            )
+            for shard in (0, 1)
+        }
+        # Worker i selected and measured only ids i::2 (its shard); the other shard stays
+        # unmeasured in its table. Steps 1..19 measure 16 distinct ids each (step 0: ḡ = 0).
+        never = echoing.priority_table.NEVER_MEASURED
+        assert (measured[1 - index] == never).all()
+        assert (measured[index] != never).sum() >= 16 * (STEPS - 1) * 0.5
 
 
 def test_parameter_server_strategy_runs_the_partitioned_trainer(tmp_path):
