@@ -15,8 +15,10 @@ from echoing.assistant_filter import AssistantFilter, assistant_filter
 from echoing.assistant_learner import AssistantLearner
 from echoing.auto_echo import AutoEcho
 from echoing.echo import echo
+from echoing.priority_distributed import distributed_priority_sample
 from echoing.priority_feedback import PrioritizedStep, PriorityFeedback
 from echoing.priority_sampling import PrioritySampler, priority_sample
+from echoing.priority_shards import ShardedPriorityTable
 from echoing.priority_table import PriorityTable
 
 __all__ = [
@@ -29,7 +31,9 @@ __all__ = [
     "PriorityFeedback",
     "PrioritySampler",
     "PriorityTable",
+    "ShardedPriorityTable",
     "assistant_filter",
+    "distributed_priority_sample",
     "echo",
     "meters",
     "priority_sample",
