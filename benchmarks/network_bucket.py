@@ -31,6 +31,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -141,12 +142,17 @@ class ThrottledBucket:
     def _start_emulator(self, prefix: list[str], address: str, port: int) -> None:
         command = [*prefix, sys.executable, "-m", "gcp_storage_emulator", "start"]
         command += ["--host", address, "--port", str(port), "--in-memory", "--quiet"]
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # Output goes to a file, never a pipe: the emulator prints a traceback for every client
+        # that hangs up mid-response, and a pipe nobody drains would fill and stall its one
+        # serving thread.
+        log = self._exit.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 (closed on exit)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         self._exit.callback(_stop, process)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                output = process.stdout.read().decode(errors="replace")
+                log.seek(0)
+                output = log.read().decode(errors="replace")
                 raise RuntimeError(f"the storage emulator exited at start: {output[-2000:]}")
             # Probed from inside the namespace when there is one: the host cannot know the
             # emulator is up any other way, and the probe must not depend on the cap.
