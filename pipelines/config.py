@@ -53,7 +53,7 @@ def default_data_config() -> ml_collections.ConfigDict:
     config.echo = 1.0  # 1.0 = no echo
     config.echo_insert = "before_augment"
     config.echo_buffer_size = 0  # 0 = no shuffle after echo
-    config.num_parallel_calls = tf.data.AUTOTUNE
+    config.num_parallel_calls = tf.data.AUTOTUNE  # 1 = sequential maps (nothing computed ahead)
     config.prefetch = tf.data.AUTOTUNE
     # TFRecord faults. skip_corrupt: skip and count corrupt/truncated records (with a warning
     # naming the file) instead of failing; never silent (see Datasets.corrupt_records).
@@ -66,6 +66,8 @@ def default_data_config() -> ml_collections.ConfigDict:
     config.gcs_read_attempts = 3
     config.gcs_retry_delay = 1.0
     config.gcs_max_retry_delay = 30.0
+    # Bytes per gs:// range request: larger means fewer round trips, more memory per file.
+    config.gcs_block_size = 8 << 20
     # tf.data service: "" = off; "grpc://host:port" (a dispatcher) or "local" (an in-process
     # dispatcher + worker on localhost). The stages before echo run on the service workers;
     # echo and everything after it run in this process.
@@ -128,6 +130,7 @@ def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.Con
         )
     _check_int("gcs_request_attempts", resolved.gcs_request_attempts, minimum=1)
     _check_int("gcs_read_attempts", resolved.gcs_read_attempts, minimum=1)
+    _check_int("gcs_block_size", resolved.gcs_block_size, minimum=1)
     for key in ("gcs_retry_delay", "gcs_max_retry_delay"):
         value = resolved[key]
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:

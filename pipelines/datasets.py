@@ -69,6 +69,11 @@ class Datasets:
       num_shard_train_examples: fresh train examples in one pass over this input pipeline's
         shard (``num_train_examples`` without an ``input_context``).
       num_shard_eval_examples: eval examples in this input pipeline's shard.
+      train_read_stats: for TFRecord splits read in Python (gs://, or ``skip_corrupt``), a
+        ``pipelines.sources.record_reader.ReadStats``: records skipped as corrupt
+        (``.skipped``, ``.skipped_records``) and files reopened after network faults
+        (``.reopened``); None when the split is read in the graph.
+      eval_read_stats: the same for the eval split.
     """
 
     train: tf.data.Dataset
@@ -81,6 +86,8 @@ class Datasets:
     eval_batch_size: int = 0
     num_shard_train_examples: int = 0
     num_shard_eval_examples: int = 0
+    train_read_stats: sources.ReadStats | None = None
+    eval_read_stats: sources.ReadStats | None = None
 
 
 def make_datasets(
@@ -166,6 +173,8 @@ def make_datasets(
         eval_batch_size=eval_batch_size,
         num_shard_train_examples=train_split.num_examples,
         num_shard_eval_examples=eval_split.num_examples,
+        train_read_stats=train_split.read_stats,
+        eval_read_stats=eval_split.read_stats,
     )
 
 
@@ -193,7 +202,7 @@ def _shard(split: sources.SourceSplit, num_pipelines: int, index: int, what: str
 
 
 def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipeline:
-    parallel = config.num_parallel_calls
+    parallel = _parallelism(config.num_parallel_calls)
 
     def read(_):
         dataset = split.dataset
@@ -284,7 +293,9 @@ def _eval_pipeline(config, split, batch_size) -> Pipeline:
             Stage("read", lambda _: split.dataset),
             Stage(
                 "decode",
-                lambda ds: ds.map(split.decode, num_parallel_calls=config.num_parallel_calls),
+                lambda ds: ds.map(
+                    split.decode, num_parallel_calls=_parallelism(config.num_parallel_calls)
+                ),
             ),
             Stage("batch", lambda ds: ds.batch(batch_size, drop_remainder=False)),
             Stage("prefetch", lambda ds: _prefetch(ds, config.prefetch)),
@@ -302,6 +313,11 @@ def _checkpointable_options() -> tf.data.Options:
     options = tf.data.Options()
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     return options
+
+
+def _parallelism(num_parallel_calls: int) -> int | None:
+    """1 means a sequential map (None): a parallel map of 1 still computes one element ahead."""
+    return None if num_parallel_calls == 1 else num_parallel_calls
 
 
 def _prefetch(dataset: tf.data.Dataset, buffer_size: int) -> tf.data.Dataset:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import ml_collections
 
 from pipelines import config as data_config
+from pipelines.sources.record_reader import ReadStats
 from pipelines.sources.source import Source, SourceSplit, check_not_empty
 
-__all__ = ["Source", "SourceSplit", "check_not_empty", "load"]
+__all__ = ["ReadStats", "Source", "SourceSplit", "check_not_empty", "load"]
 
 
 def load(config: ml_collections.ConfigDict) -> Source:
@@ -41,13 +42,25 @@ def load(config: ml_collections.ConfigDict) -> Source:
             image_size=config.image_size,
         )
     if config.source == "tfrecord":
-        from pipelines.sources import tfrecord
+        from pipelines.sources import record_reader, tfrecord
 
+        options = tfrecord.ReadOptions(
+            skip_corrupt=config.skip_corrupt,
+            gcs_request_attempts=config.gcs_request_attempts,
+            gcs_retry=record_reader.RetryPolicy(
+                attempts=config.gcs_read_attempts,
+                delay=float(config.gcs_retry_delay),
+                max_delay=float(config.gcs_max_retry_delay),
+            ),
+            gcs_block_size=config.gcs_block_size,
+            num_parallel_calls=config.num_parallel_calls,
+        )
         return tfrecord.load(
             config.train_files,
             config.eval_files,
             num_classes=config.num_classes,
             image_size=config.image_size,
+            options=options,
         )
     raise ValueError(
         f"data config source must be one of {list(data_config.SOURCES)}, got {config.source!r}."

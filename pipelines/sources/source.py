@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from pipelines.sources.record_reader import ReadStats
+
 # ``shard_function(num_shards, index) -> SourceSplit``: a source's own way to shard (e.g. by file).
 ShardFunction = Callable[[int, int], "SourceSplit"]
 
@@ -43,6 +45,7 @@ class SourceSplit:
     decode: Callable[[dict], dict]
     num_examples: int
     shard_function: ShardFunction | None = None
+    read_stats: ReadStats | None = None
 
     def shard(self, num_shards: int, index: int) -> SourceSplit:
         """The part of this split that input pipeline ``index`` of ``num_shards`` reads.
@@ -73,6 +76,7 @@ class SourceSplit:
             dataset=self.dataset.shard(num_shards, index),
             decode=self.decode,
             num_examples=len(range(index, self.num_examples, num_shards)),
+            read_stats=self.read_stats,
         )
 
 

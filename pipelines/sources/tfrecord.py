@@ -16,8 +16,21 @@ tells the source how to decode the rest, so files are self-describing.
 Local paths are read by ``TFRecordDataset`` in the graph. ``gs://`` paths are read through
 **gcsfs** from a Python generator (``Dataset.from_generator``), not in the graph: TensorFlow's own
 gs:// client ignores storage emulators, and gcsfs honours ``STORAGE_EMULATOR_HOST``. So gs://
-pipelines cannot be serialised to the tf.data service, and reads hold the GIL; record CRCs are not
-checked on that path. Both paths count the records once, up front (one pass over the files).
+pipelines cannot be serialised to the tf.data service, and reads hold the GIL. Records are counted
+once, up front: local files by a pass in the graph, gs:// files from the count ``write`` stores in
+the object's metadata (or a pass over the record headers).
+
+Faults (see ``ReadOptions``):
+
+- Network: gs:// reads are retried per HTTP request by gcsfs and, when it gives up, per file by
+  reopening at the first record not yet delivered (``pipelines.sources.gcs``,
+  ``record_reader``); then an ``ObjectReadError`` names the object and the last error.
+- Corrupt or truncated records: local files fail at ``load`` (the counting pass checks every
+  checksum) with a ``ValueError`` naming the file and byte offset; gs:// records are checked
+  (masked CRC-32C of length and data, like ``TFRecordDataset``) as they are read, and a bad one
+  raises ``CorruptRecordError`` naming the object, record index and byte offset. With
+  ``skip_corrupt=True`` bad records are skipped, logged and counted in the split's
+  ``read_stats`` instead (local files are then read in Python too, to be able to count).
 """
 
 from __future__ import annotations
@@ -25,13 +38,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-import struct
 import tempfile
 
 import numpy as np
 import tensorflow as tf
 
-from pipelines.sources import images
+from pipelines.sources import gcs, images, record_format, record_reader
 from pipelines.sources.source import Source, SourceSplit, check_not_empty
 
 ENCODINGS = ("png", "jpeg", "tensor")
@@ -41,13 +53,29 @@ _FEATURES = {
     "label": tf.io.FixedLenFeature([], tf.int64),
     "id": tf.io.FixedLenFeature([], tf.int64),
 }
-# A TFRecord is: uint64 length, uint32 masked CRC of the length, data, uint32 masked CRC of data.
-_HEADER_BYTES, _FOOTER_BYTES = 12, 4
 # Object metadata key holding a gs:// file's record count (set by `write`).
 _COUNT_METADATA = "tfrecord_records"
-# gs:// files are read in 8 MiB range requests. gcsfs's default prefetching cache makes each
-# small read() a round trip through its event loop (~30 ms each under load, measured).
-_GCS_BLOCK_BYTES = 8 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+    """How TFRecord files are read (the data config's ``skip_corrupt`` and ``gcs_*`` fields).
+
+    Attributes:
+      skip_corrupt: skip, log and count corrupt or truncated records instead of failing.
+      gcs_request_attempts: tries per HTTP request (gcsfs's own retry and backoff).
+      gcs_retry: reopening a gs:// file at the offset reached once gcsfs gives up.
+      gcs_block_size: bytes per gs:// range request (8 MiB: one request per 8 MiB read).
+      num_parallel_calls: parallelism of record parsing.
+    """
+
+    skip_corrupt: bool = False
+    gcs_request_attempts: int = 6
+    gcs_retry: record_reader.RetryPolicy = dataclasses.field(
+        default_factory=record_reader.RetryPolicy
+    )
+    gcs_block_size: int = 8 << 20
+    num_parallel_calls: int = tf.data.AUTOTUNE
 
 
 def write(
@@ -139,17 +167,25 @@ def load(
     *,
     num_classes: int,
     image_size: int | None = None,
+    options: ReadOptions = ReadOptions(),
 ) -> Source:
     """Returns a source over TFRecord globs written by ``write`` (local or gs://).
 
+    Each split's ``read_stats`` (a ``record_reader.ReadStats``) counts the records skipped with
+    ``skip_corrupt`` and the gs:// files reopened after a fault; it is None for local files read
+    in the graph.
+
     Raises:
       ValueError: a glob matches no file, a gs:// path cannot be read, a split has no record,
-        or the records are not in ``write``'s format.
+        a local file is corrupt or truncated (without ``skip_corrupt``), or the records are not
+        in ``write``'s format.
+      record_reader.ObjectReadError: a gs:// object stays unreadable after every retry.
     """
-    train_paths, eval_paths = _glob(train_files, "train_files"), _glob(eval_files, "eval_files")
-    train_counts = _count(train_paths, train_files)
-    eval_counts = _count(eval_paths, eval_files)
-    decode_inputs, input_shape = _decoder(_first(train_paths), image_size, train_files)
+    train_paths = _glob(train_files, "train_files", options)
+    eval_paths = _glob(eval_files, "eval_files", options)
+    train_counts = _count(train_paths, train_files, options)
+    eval_counts = _count(eval_paths, eval_files, options)
+    decode_inputs, input_shape = _decoder(_first(train_paths, options), image_size, train_files)
 
     def decode(example: dict) -> dict:
         return {"inputs": decode_inputs(example), "label": example["label"], "id": example["id"]}
@@ -165,9 +201,16 @@ def load(
                 split(paths[index::num_shards], counts[index::num_shards]), shard_function=None
             )
 
-        parsed = _records(paths).map(_parse, num_parallel_calls=tf.data.AUTOTUNE)
+        records, stats = _records(paths, options)
+        # 1 = a sequential map: a parallel map of 1 still parses one record ahead.
+        parallel = None if options.num_parallel_calls == 1 else options.num_parallel_calls
+        parsed = records.map(_parse, num_parallel_calls=parallel)
         return SourceSplit(
-            dataset=parsed, decode=decode, num_examples=sum(counts), shard_function=shard_by_file
+            dataset=parsed,
+            decode=decode,
+            num_examples=sum(counts),
+            shard_function=shard_by_file,
+            read_stats=stats,
         )
 
     return Source(
@@ -214,9 +257,18 @@ def _decoder(first: dict, image_size: int | None, what: str):
     return decode_picture, shape
 
 
-def _first(paths: list[str]) -> dict:
-    if paths[0].startswith("gs://"):
-        record = next(_gcs_records(paths[0]))
+def _first(paths: list[str], options: ReadOptions) -> dict:
+    if _in_python(paths, options):
+        records = _python_records(paths[0], options, record_reader.ReadStats())
+        record = next(records, None)
+        records.close()
+        if record is None:  # every record of the first file is corrupt: try the next files
+            if len(paths) == 1:
+                raise ValueError(
+                    "no TFRecord file of the split holds a readable record (all were skipped "
+                    "as corrupt); rewrite the files."
+                )
+            return _first(paths[1:], options)
     else:
         record = next(iter(tf.data.TFRecordDataset(paths[:1])))
     try:
@@ -229,22 +281,64 @@ def _first(paths: list[str]) -> dict:
         ) from error
 
 
-def _count(paths: list[str], pattern: str) -> list[int]:
-    """Records per file: one pass in the graph (local), or over the record headers (gs://)."""
+def _count(paths: list[str], pattern: str, options: ReadOptions) -> list[int]:
+    """Records per file: a pass in the graph (local), or the gs:// object metadata / headers."""
     if paths[0].startswith("gs://"):
-        counts = [_gcs_count(path) for path in paths]
+        counts = [_gcs_count(path, options) for path in paths]
+    elif options.skip_corrupt:
+        counts = [_framed_count(path, _local_open, options) for path in paths]
     else:
-        counts = [
-            int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda total, _: total + 1))
-            for path in paths
-        ]
+        counts = [_local_count(path, options) for path in paths]
     check_not_empty(sum(counts), f"TFRecord files {pattern!r}")
     return counts
 
 
-def _glob(pattern: str, key: str) -> list[str]:
+def _local_count(path: str, options: ReadOptions) -> int:
+    """Records in a local file, every checksum checked.
+
+    ``TFRecordDataset`` checks the length and data checksums but ends a file cut inside a
+    record's data without an error (verified on TF 2.21), so a header pass checks the framing
+    against the file size first.
+    """
+    framed = _framed_count(path, _local_open, options)
+    try:
+        count = int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda total, _: total + 1))
+    except tf.errors.DataLossError as error:
+        raise ValueError(
+            f"corrupt TFRecord file {path}: {error.message.splitlines()[0]} (a byte offset). "
+            "Rewrite the file, or set data config skip_corrupt=True to skip and count corrupt "
+            "records."
+        ) from error
+    if count != framed:  # e.g. the file changed between the passes
+        raise ValueError(
+            f"TFRecord file {path} holds {framed} framed records but {count} readable ones; "
+            "rewrite it, or set data config skip_corrupt=True."
+        )
+    return count
+
+
+def _framed_count(path: str, open_file, options: ReadOptions) -> int:
+    """Records whose header frames correctly; a bad region fails here unless skip_corrupt."""
+    count = 0
+    for record in record_reader.scan_records(
+        path,
+        open_file,
+        retry=options.gcs_retry,
+        is_retriable=gcs.is_retriable,
+        read_data=False,
+    ):
+        if record.problem is None:
+            count += 1
+        elif not options.skip_corrupt:
+            raise record_format.CorruptRecordError(
+                path, record.index, record.offset, record.problem
+            )
+    return count
+
+
+def _glob(pattern: str, key: str, options: ReadOptions) -> list[str]:
     if pattern.startswith("gs://"):
-        filesystem = gcs_filesystem()
+        filesystem = gcs.filesystem(options.gcs_request_attempts)
         try:
             paths = sorted("gs://" + path for path in filesystem.glob(pattern))
         except Exception as error:  # gcsfs raises many types (auth, HTTP, OSError)
@@ -262,82 +356,69 @@ def _glob(pattern: str, key: str) -> list[str]:
     return paths
 
 
-def _records(paths: list[str]) -> tf.data.Dataset:
-    """Serialized records of ``paths`` in order (deterministic, so ids follow file order)."""
-    if not paths[0].startswith("gs://"):
-        return tf.data.TFRecordDataset(paths)
+def _in_python(paths: list[str], options: ReadOptions) -> bool:
+    return paths[0].startswith("gs://") or options.skip_corrupt
+
+
+def _records(paths: list[str], options: ReadOptions):
+    """Serialized records of ``paths`` in order (deterministic, so ids follow file order), and
+    the ``ReadStats`` of the Python reader (None when ``TFRecordDataset`` reads them)."""
+    if not _in_python(paths, options):
+        return tf.data.TFRecordDataset(paths), None
+    stats = record_reader.ReadStats()
+
+    def generate(path: bytes):
+        yield from _python_records(path.decode(), options, stats)
+
     signature = tf.TensorSpec([], tf.string)
-    return tf.data.Dataset.from_tensor_slices(paths).interleave(
+    dataset = tf.data.Dataset.from_tensor_slices(paths).interleave(
         lambda path: tf.data.Dataset.from_generator(
-            _gcs_records, args=(path,), output_signature=signature
+            generate, args=(path,), output_signature=signature
         ),
         cycle_length=1,
     )
+    return dataset, stats
 
 
-def _gcs_records(path: bytes):
-    """Yields the records of one gs:// TFRecord file, read with gcsfs (Python, not graph)."""
-    path = path.decode() if isinstance(path, bytes) else path
-    with _open_gcs(path) as stream:
-        while header := _read_exactly(stream, _HEADER_BYTES):
-            (length,) = struct.unpack("<Q", header[:8])
-            data = _read_exactly(stream, length)
-            _read_exactly(stream, _FOOTER_BYTES)
-            yield data
+def _python_records(path: str, options: ReadOptions, stats: record_reader.ReadStats):
+    """The records of one file read in Python: gcsfs for gs://, ``tf.io.gfile`` otherwise."""
+    return record_reader.read_records(
+        path,
+        _opener(path, options),
+        skip_corrupt=options.skip_corrupt,
+        stats=stats,
+        retry=options.gcs_retry,
+        is_retriable=gcs.is_retriable,
+    )
 
 
-def _gcs_count(path: str) -> int:
+def _opener(path: str, options: ReadOptions):
+    if path.startswith("gs://"):
+        filesystem = gcs.filesystem(options.gcs_request_attempts)
+        return gcs.opener(filesystem, block_size=options.gcs_block_size)
+    return _local_open
+
+
+def _local_open(path: str):
+    return tf.io.gfile.GFile(path, "rb"), tf.io.gfile.stat(path).length
+
+
+def _gcs_count(path: str, options: ReadOptions = ReadOptions()) -> int:
     """Records in a gs:// file, from its metadata when ``write`` made it.
 
     Otherwise by a pass over the record headers, which fetches the whole object (seeks within a
     block still download it).
     """
-    metadata = gcs_filesystem().info(path).get("metadata") or {}
+    filesystem = gcs.filesystem(options.gcs_request_attempts)
+    metadata = filesystem.info(path).get("metadata") or {}
     if metadata.get(_COUNT_METADATA, "").isdigit():
         return int(metadata[_COUNT_METADATA])
-    count = 0
-    with _open_gcs(path) as stream:
-        while header := _read_exactly(stream, _HEADER_BYTES):
-            (length,) = struct.unpack("<Q", header[:8])
-            stream.seek(length + _FOOTER_BYTES, 1)
-            count += 1
-    return count
-
-
-def _open_gcs(path: str):
-    return gcs_filesystem().open(path, "rb", block_size=_GCS_BLOCK_BYTES, cache_type="readahead")
-
-
-def _read_exactly(stream, size: int) -> bytes:
-    """``size`` bytes, b"" at the end of the file; file reads may return fewer bytes than asked."""
-    chunks, remaining = [], size
-    while remaining:
-        chunk = stream.read(remaining)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    data = b"".join(chunks)
-    if data and remaining:
-        raise ValueError(
-            f"truncated TFRecord in {stream.path}: wanted {size} bytes, got {len(data)}."
-        )
-    return data
+    return _framed_count(path, _opener(path, options), options)
 
 
 def gcs_filesystem():
-    """A gcsfs filesystem; anonymous against ``STORAGE_EMULATOR_HOST`` when it is set.
-
-    gcsfs is imported here, not at module import, because it reads its feature switches from the
-    environment on import. Its experimental zonal/HNS bucket probe makes every bucket access wait
-    ~60 s against an emulator, so it is off unless the user turned it on.
-    """
-    os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
-    import gcsfs
-
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
-        return gcsfs.GCSFileSystem(token="anon")
-    return gcsfs.GCSFileSystem()
+    """A gcsfs filesystem with gcsfs's default retries; see ``pipelines.sources.gcs``."""
+    return gcs.filesystem()
 
 
 def _bytes_feature(value: bytes) -> tf.train.Feature:
