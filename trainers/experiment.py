@@ -285,48 +285,13 @@ def run(
     tf.io.gfile.makedirs(workdir)
     keras.utils.set_random_seed(config.seed)
 
-    # Meters live outside the strategy scope: they are host counters, never mirrored.
-    counts = echo_meters.EchoMeters()
-    extras = _Extras()
     user_insertions = tuple(insertions)
-    insertions = list(user_insertions)
-    if config.assist or config.pgd:
-        extras.examples, source = _examples_by_id(config.data)
-    if config.assist:
-        extras.assistant = echoing.Assistant(
-            source.num_classes, input_shape=tuple(source.input_shape)
-        )
-        extras.filter = echoing.assistant_filter(
-            extras.assistant,
-            base_prob=float(config.assist_base_prob),
-            reweight=config.assist_reweight,
-            seed=config.seed,
-        )
-        insertions.append(("after_augment", "assistant", extras.filter))
-    if config.auto_echo_max_factor:
-        extras.auto_echo = echoing.AutoEcho(float(config.auto_echo_max_factor))
-        insertions.append(
-            (
-                config.data.echo_insert,
-                "auto_echo",
-                extras.auto_echo.echo(
-                    buffer_size=config.data.echo_buffer_size or None, seed=config.seed + 2
-                ),
-            )
-        )
+    counts, extras, insertions = _input_stages(
+        config, user_insertions, num_pipelines=strategies.num_input_pipelines(strategy)
+    )
     # Shapes and classes for the model; the pipelines that train are built per input pipeline
     # (host/worker) by the dataset functions below.
     datasets = pipelines.make_datasets(config.data, seed=config.seed, insertions=insertions)
-    if config.pgd:
-        # Outside the strategy scope: host state read by the input pipelines. With several input
-        # pipelines (workers) each owns a shard of the ids and selects its own top-k there, the
-        # paper's worker design (echoing.distributed_priority_sample).
-        num_examples = len(extras.examples["label"])
-        num_pipelines = strategies.num_input_pipelines(strategy)
-        if num_pipelines == 1:
-            extras.table = echoing.PriorityTable(num_examples)
-        else:
-            extras.table = ShardedPriorityTable(num_examples, num_shards=num_pipelines)
     with strategy.scope():
         model = models.build_model(config.model, datasets.input_shape, datasets.num_classes)
         optimizer = _make_optimizer(config)
@@ -464,6 +429,50 @@ def run(
         file.write(json.dumps(summary, indent=2) + "\n")
     print(format_summary(summary))
     return summary
+
+
+def _input_stages(config, insertions, *, num_pipelines: int):
+    """The host state and extra stages of the input pipelines: meters, Assistant filter,
+    AutoEcho, PGD priority table (one shard per input pipeline). Returns
+    ``(counts, extras, insertions)``, all created outside any strategy scope."""
+    # Meters live outside the strategy scope: they are host counters, never mirrored.
+    counts = echo_meters.EchoMeters()
+    extras = _Extras()
+    insertions = list(insertions)
+    if config.assist or config.pgd:
+        extras.examples, source = _examples_by_id(config.data)
+    if config.assist:
+        extras.assistant = echoing.Assistant(
+            source.num_classes, input_shape=tuple(source.input_shape)
+        )
+        extras.filter = echoing.assistant_filter(
+            extras.assistant,
+            base_prob=float(config.assist_base_prob),
+            reweight=config.assist_reweight,
+            seed=config.seed,
+        )
+        insertions.append(("after_augment", "assistant", extras.filter))
+    if config.auto_echo_max_factor:
+        extras.auto_echo = echoing.AutoEcho(float(config.auto_echo_max_factor))
+        insertions.append(
+            (
+                config.data.echo_insert,
+                "auto_echo",
+                extras.auto_echo.echo(
+                    buffer_size=config.data.echo_buffer_size or None, seed=config.seed + 2
+                ),
+            )
+        )
+    if config.pgd:
+        # Outside the strategy scope: host state read by the input pipelines. With several input
+        # pipelines (workers) each owns a shard of the ids and selects its own top-k there, the
+        # paper's worker design (echoing.distributed_priority_sample).
+        num_examples = len(extras.examples["label"])
+        if num_pipelines == 1:
+            extras.table = echoing.PriorityTable(num_examples)
+        else:
+            extras.table = ShardedPriorityTable(num_examples, num_shards=num_pipelines)
+    return counts, extras, insertions
 
 
 def _dataset_fns(config, counts, insertions, extras) -> tuple[loop.DatasetFn, loop.DatasetFn]:

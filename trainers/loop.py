@@ -129,8 +129,9 @@ class Trainer(tf.Module):
             set, e.g. ``InputOptions(experimental_fetch_to_device=False)`` for priority sampling.
 
         Raises:
-          ValueError: ``jit_compile`` under a strategy XLA cannot compile for (MirroredStrategy
-            over several CPU devices: XLA's CPU backend is one device).
+          ValueError: ``jit_compile`` with train batches of unknown shape, or under a strategy
+            XLA cannot compile for (MirroredStrategy over several CPU devices: XLA's CPU
+            backend is one device).
         """
         super().__init__(name="trainer")
         if not isinstance(model, keras.Model):
@@ -217,6 +218,8 @@ class Trainer(tf.Module):
         self.train_dataset = self.strategy.distribute_datasets_from_function(
             train_dataset_fn, train_input_options
         )
+        if jit_compile:
+            _check_static_shapes(self.train_dataset.element_spec)
         self.iterator = iter(self.train_dataset)
         self._eval_dataset_fn = eval_dataset_fn
         if jit_compile:
@@ -357,3 +360,29 @@ class Trainer(tf.Module):
             "eval_loss": loss_sum / count,
             "eval_examples": count,
         }
+
+
+def _check_static_shapes(element_spec) -> None:
+    """Refuses train batches whose shapes XLA would have to recompile for (or TPUs reject)."""
+    dynamic = [
+        f"{name} {spec.shape}"
+        for name, spec in _named_specs(element_spec, "batch")
+        if isinstance(spec, tf.TensorSpec) and not spec.shape.is_fully_defined()
+    ]
+    if dynamic:
+        raise ValueError(
+            f"jit_compile=True needs train batches of static shape, got {', '.join(dynamic)}; "
+            "batch with drop_remainder=True (after any filter), or use jit_compile=False."
+        )
+
+
+def _named_specs(spec, name: str):
+    if isinstance(spec, dict):
+        for key, value in spec.items():
+            yield from _named_specs(value, f"{name}[{key!r}]")
+    elif isinstance(spec, tf.TensorSpec):
+        yield name, spec
+    else:
+        # Per-replica and other composite specs: their component specs, without names.
+        for component in tf.nest.flatten(spec, expand_composites=True):
+            yield from _named_specs(component, name)

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import echoing
-from trainers import loop, models
+from trainers import loop, models, strategies
 
 BATCH, STEPS, NUM_EXAMPLES = 16, 3, 64
 # XLA fuses and reorders float32 arithmetic; after 3 SGD-with-momentum steps the weights of the
@@ -28,9 +28,9 @@ def _examples(sample_weight: bool) -> dict[str, tf.Tensor]:
     return examples
 
 
-def _run(variant: str, jit_compile: bool, initial_weights):
+def _run(variant: str, jit_compile: bool, initial_weights, strategy):
     """Trains STEPS steps and evaluates; returns weights, losses, feedback, priorities, eval."""
-    with tf.distribute.get_strategy().scope():
+    with strategy.scope():
         model = models.build_model("mnist1d_cnn", (40, 1), 10)
         model.set_weights(initial_weights)
         optimizer = keras.optimizers.SGD(0.05, momentum=0.9)
@@ -59,6 +59,7 @@ def _run(variant: str, jit_compile: bool, initial_weights):
         if variant == "feedback"
         else (),
         priority_feedback=priority_feedback,
+        strategy=strategy,
         jit_compile=jit_compile,
     )
     result = trainer.train(STEPS)
@@ -74,17 +75,31 @@ def initial_weights():
     return models.build_model("mnist1d_cnn", (40, 1), 10).get_weights()
 
 
-@pytest.mark.parametrize("variant", ["plain", "sample_weight", "feedback", "pgd"])
-def test_compiled_step_matches_the_uncompiled_step(variant, initial_weights):
+@pytest.mark.parametrize(
+    ("variant", "strategy_name"),
+    [
+        ("plain", "default"),
+        ("sample_weight", "default"),
+        ("feedback", "default"),
+        ("pgd", "default"),
+        # On CPUs under MultiWorkerMirrored the all-reduce + update run outside the compiled
+        # forward/backward (+JVP) pass: the other code path.
+        ("pgd", "multi_worker"),
+    ],
+)
+def test_compiled_step_matches_the_uncompiled_step(variant, strategy_name, initial_weights):
+    strategy = strategies.make_strategy(strategy_name)
     plain_weights, plain_result, plain_seen, plain_priorities, plain_eval, _ = _run(
-        variant, False, initial_weights
+        variant, False, initial_weights, strategy
     )
     jit_weights, jit_result, jit_seen, jit_priorities, jit_eval, trainer = _run(
-        variant, True, initial_weights
+        variant, True, initial_weights, strategy
     )
-    # The steps really are XLA clusters: the step (and its update) lower to HLO.
+    # The steps really are XLA clusters: the compiled function lowers to HLO.
+    assert trainer._compiled_update is (strategy_name == "default")
+    compiled = trainer._step_and_update if trainer._compiled_update else trainer._forward_backward
     batch = next(iter(trainer.train_dataset))
-    hlo = trainer._step_and_update.experimental_get_compiler_ir(batch)(stage="hlo")
+    hlo = compiled.experimental_get_compiler_ir(batch)(stage="hlo")
     assert "HloModule" in hlo
     changed = max(
         float(np.max(np.abs(a - b))) for a, b in zip(initial_weights, jit_weights, strict=True)
@@ -121,4 +136,19 @@ def test_jit_compile_must_be_a_bool(initial_weights):
             optimizer=optimizer,
             train_dataset_fn=lambda context: tf.data.Dataset.range(1),
             jit_compile="yes",
+        )
+
+
+def test_jit_compile_refuses_batches_of_unknown_shape(initial_weights):
+    with tf.distribute.get_strategy().scope():
+        model = models.build_model("mnist1d_cnn", (40, 1), 10)
+        optimizer = keras.optimizers.SGD(0.1)
+    examples = _examples(sample_weight=False)
+    with pytest.raises(ValueError, match=r"static shape, got batch\['inputs'\] \(None, 40, 1\)"):
+        loop.Trainer(
+            model=model,
+            optimizer=optimizer,
+            # drop_remainder=False: the batch dimension is unknown.
+            train_dataset_fn=lambda context: tf.data.Dataset.from_tensor_slices(examples).batch(5),
+            jit_compile=True,
         )

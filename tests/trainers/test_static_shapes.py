@@ -1,0 +1,50 @@
+"""Every train pipeline the experiment builds has static batch shapes (what XLA and TPUs need),
+per input pipeline and per replica."""
+
+import importlib.util
+
+import pytest
+import tensorflow as tf
+
+from trainers import experiment
+
+# Worker 1 of 2, one replica each: per-replica batches of 32 / 2 rows.
+CONTEXT = dict(num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2)
+
+
+def _config(path, argument, data_dir):
+    spec = importlib.util.spec_from_file_location("mnist1d_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = experiment.resolve_config(module.get_config(argument))
+    config.data.data_dir = data_dir
+    return config
+
+
+@pytest.mark.parametrize(
+    "argument",
+    [
+        "smoke",
+        "echo=2,insert=after_augment,smoke",
+        "echo=1.5,insert=after_batch,smoke",
+        "echo=auto,smoke",
+        "assist=1,assist_reweight=1,smoke",
+        "pgd=1,smoke",
+    ],
+)
+def test_train_batches_have_static_per_replica_shapes(argument, mnist1d_config_path, data_dir):
+    config = _config(mnist1d_config_path, argument, data_dir)
+    counts, extras, insertions = experiment._input_stages(config, (), num_pipelines=2)
+    train_dataset_fn, _ = experiment._dataset_fns(config, counts, insertions, extras)
+    dataset = train_dataset_fn(tf.distribute.InputContext(**CONTEXT))
+    per_replica = config.data.batch_size // 2
+    specs = dataset.element_spec
+    assert {"inputs", "label", "id"} <= set(specs)
+    for key, spec in specs.items():
+        assert spec.shape.is_fully_defined(), (key, spec.shape)
+        assert spec.shape[0] == per_replica, (key, spec.shape)
+    batch = next(iter(dataset))
+    assert batch["inputs"].shape == (per_replica, 40, 1)
+    if extras.table is not None:
+        # PGD on worker 1 of 2 selects only from its shard: odd ids.
+        assert (batch["id"].numpy() % 2 == 1).all()
