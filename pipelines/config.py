@@ -128,6 +128,11 @@ def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.Con
         raise TypeError(
             f"data config skip_corrupt must be True or False, got {resolved.skip_corrupt!r}."
         )
+    if resolved.skip_corrupt and resolved.source != "tfrecord":
+        raise ValueError(
+            f"data config skip_corrupt applies to source='tfrecord' only, got source="
+            f"{resolved.source!r}; set skip_corrupt=False."
+        )
     _check_int("gcs_request_attempts", resolved.gcs_request_attempts, minimum=1)
     _check_int("gcs_read_attempts", resolved.gcs_read_attempts, minimum=1)
     _check_int("gcs_block_size", resolved.gcs_block_size, minimum=1)

@@ -19,8 +19,9 @@ Two retry layers, one on top of the other:
    same predicate), the file is reopened at the first record not yet delivered; see
    ``record_reader.RetryPolicy``.
 
-With the defaults (6 requests, 3 reads, 1 s doubling) an outage of up to roughly 1.5 minutes is
-ridden out; a longer one ends in ``record_reader.ObjectReadError`` naming the object.
+With the defaults (6 tries per request, 3 per file, 1 s doubling) an outage of about 1.5 to 2
+minutes (3 x ~31-36 s of gcsfs backoff, plus 1 + 2 s) is ridden out; a longer one ends in
+``record_reader.ObjectReadError`` naming the object and the last error.
 """
 
 from __future__ import annotations

@@ -73,6 +73,13 @@ def _with(**overrides):
             "needs num_classes",
         ),
         (_with(source="arrays"), TypeError, "train_arrays must be a dict"),
+        (_with(skip_corrupt=1), TypeError, "skip_corrupt must be True or False, got 1"),
+        (_with(skip_corrupt=True), ValueError, "skip_corrupt applies to source='tfrecord'"),
+        (_with(gcs_request_attempts=0), ValueError, "gcs_request_attempts must be >= 1, got 0"),
+        (_with(gcs_read_attempts=1.5), TypeError, "gcs_read_attempts must be an int"),
+        (_with(gcs_block_size=0), ValueError, "gcs_block_size must be >= 1"),
+        (_with(gcs_retry_delay=-1.0), ValueError, "gcs_retry_delay must be seconds >= 0"),
+        (_with(gcs_max_retry_delay="9"), ValueError, "gcs_max_retry_delay must be seconds"),
         ("mnist1d", TypeError, "data_config must be an ml_collections.ConfigDict, got str"),
     ],
 )

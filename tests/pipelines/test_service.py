@@ -94,7 +94,17 @@ def test_meters_count_what_the_service_delivers(tiny_config, dispatcher):
             ValueError,
             r"cannot serve train_files='gs://bucket.*Python generator",
         ),
-        ({"skip_corrupt": True}, ValueError, "cannot be combined with skip_corrupt=True"),
+        (
+            {
+                "source": "tfrecord",
+                "train_files": "/data/train-*.tfrecord",
+                "eval_files": "/data/eval.tfrecord",
+                "num_classes": 10,
+                "skip_corrupt": True,
+            },
+            ValueError,
+            "cannot be combined with skip_corrupt=True",
+        ),
         ({"service_processing_mode": "dynamic"}, ValueError, "service_processing_mode must be"),
         ({"service_address": 5050}, TypeError, "service_address must be a string"),
     ],
