@@ -123,6 +123,7 @@ def test_outage_ends_in_an_error_naming_the_object(gcs, gcs_files, status):
 
 
 def test_emulator_down_at_load_is_a_clear_error(gcs, gcs_files):
+    gcs_module.filesystem(1).invalidate_cache()  # no listing from earlier tests
     gcs.down()
     try:
         with pytest.raises(
