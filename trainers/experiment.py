@@ -526,12 +526,37 @@ def _dataset_fns(config, counts, insertions, extras) -> tuple[loop.DatasetFn, lo
         # context: every evaluate() asks again.
         key = (context.num_input_pipelines, context.input_pipeline_id, context.num_replicas_in_sync)
         if key not in eval_sets:
-            eval_sets[key] = pipelines.make_datasets(
-                config.data, seed=config.seed, input_context=context
-            ).eval
+            datasets = pipelines.make_datasets(config.data, seed=config.seed, input_context=context)
+            eval_sets[key] = datasets.eval
+            if config.jit_compile:
+                eval_sets[key] = padded_to_full_batches(
+                    datasets.eval, datasets.num_shard_eval_examples, datasets.eval_batch_size
+                )
         return eval_sets[key]
 
     return train_dataset_fn, eval_dataset_fn
+
+
+def padded_to_full_batches(
+    dataset: tf.data.Dataset, num_examples: int, batch_size: int
+) -> tf.data.Dataset:
+    """``dataset``'s batches, the last one filled up with masked-out rows: one static shape.
+
+    Every row gets ``"mask"`` (1.0; 0.0 for the padding rows, which are zeros), which the loop's
+    eval step uses to leave padding out of accuracy, loss and count. XLA would compile the eval
+    step again for a smaller last batch, and a TPU needs static shapes.
+
+    Args:
+      dataset: batches of dicts, all full but the last, holding ``num_examples`` rows.
+      num_examples: rows in ``dataset``.
+      batch_size: rows per full batch.
+    """
+    rows = dataset.unbatch().map(lambda row: {**row, "mask": tf.constant(1.0)})
+    missing = -num_examples % batch_size
+    if missing:
+        padding = rows.take(1).map(lambda row: {k: tf.zeros_like(v) for k, v in row.items()})
+        rows = rows.concatenate(padding.repeat(missing))
+    return rows.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 @dataclasses.dataclass

@@ -34,6 +34,8 @@ runs under the default strategy, ``MirroredStrategy`` and other synchronous stra
 
 Batches are dicts with ``"inputs"`` (float), ``"label"`` (int64), ``"id"`` (int64) and optionally
 ``"sample_weight"`` (float, multiplies each example's loss, e.g. 1/keep-probability of a filter).
+Eval batches may carry ``"mask"`` (float, 1 for real rows, 0 for padding that fills the last
+batch to the static batch size XLA/TPUs need): masked rows count nowhere.
 """
 
 from __future__ import annotations
@@ -325,10 +327,14 @@ class Trainer(tf.Module):
     def _eval_step_body(self, batch):
         logits = self.model(batch["inputs"], training=False)
         labels = tf.cast(batch["label"], tf.int64)
-        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=-1), labels), tf.float32))
-        loss_sum = tf.reduce_sum(tf.cast(self._loss(labels, logits), tf.float32))
-        count = tf.cast(tf.shape(labels)[0], tf.float32)
-        return correct, loss_sum, count
+        if "mask" in batch:
+            mask = tf.cast(batch["mask"], tf.float32)
+        else:
+            mask = tf.ones(tf.shape(labels), tf.float32)
+        hits = tf.cast(tf.equal(tf.argmax(logits, axis=-1), labels), tf.float32)
+        correct = tf.reduce_sum(hits * mask)
+        loss_sum = tf.reduce_sum(tf.cast(self._loss(labels, logits), tf.float32) * mask)
+        return correct, loss_sum, tf.reduce_sum(mask)
 
     def _eval_loop_body(self, dataset):
         correct = loss_sum = count = tf.constant(0.0)

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import echoing
-from trainers import loop, models, strategies
+from trainers import experiment, loop, models, strategies
 
 BATCH, STEPS, NUM_EXAMPLES = 16, 3, 64
 # XLA fuses and reorders float32 arithmetic; after 3 SGD-with-momentum steps the weights of the
@@ -152,3 +152,28 @@ def test_jit_compile_refuses_batches_of_unknown_shape(initial_weights):
             train_dataset_fn=lambda context: tf.data.Dataset.from_tensor_slices(examples).batch(5),
             jit_compile=True,
         )
+
+
+def test_masked_padding_leaves_the_evaluation_unchanged(initial_weights):
+    with tf.distribute.get_strategy().scope():
+        model = models.build_model("mnist1d_cnn", (40, 1), 10)
+        model.set_weights(initial_weights)
+        optimizer = keras.optimizers.SGD(0.1)
+    examples = _examples(sample_weight=False)
+    results = []
+    for padded in (False, True):
+        # 64 examples in batches of 24: 24, 24, 16, or padded 24, 24, 24 with 8 masked rows.
+        batches = tf.data.Dataset.from_tensor_slices(examples).batch(24)
+        if padded:
+            batches = experiment.padded_to_full_batches(batches, NUM_EXAMPLES, 24)
+        trainer = loop.Trainer(
+            model=model,
+            optimizer=optimizer,
+            train_dataset_fn=lambda context, batches=batches: batches.repeat(),
+            eval_dataset_fn=lambda context, batches=batches: batches,
+            jit_compile=padded,
+        )
+        results.append(trainer.evaluate())
+    assert results[1]["eval_examples"] == results[0]["eval_examples"] == NUM_EXAMPLES
+    assert results[1]["eval_accuracy"] == pytest.approx(results[0]["eval_accuracy"], abs=1e-9)
+    assert results[1]["eval_loss"] == pytest.approx(results[0]["eval_loss"], rel=RTOL)

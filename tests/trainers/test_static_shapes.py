@@ -3,6 +3,7 @@ per input pipeline and per replica."""
 
 import importlib.util
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -48,3 +49,29 @@ def test_train_batches_have_static_per_replica_shapes(argument, mnist1d_config_p
     if extras.table is not None:
         # PGD on worker 1 of 2 selects only from its shard: odd ids.
         assert (batch["id"].numpy() % 2 == 1).all()
+
+
+@pytest.mark.parametrize(
+    ("eval_batch_size", "padding_rows"),
+    [
+        (200, 0),  # per replica 100: the shard of 100 fills one batch exactly
+        (64, 28),  # per replica 32: 100 = 3 x 32 + 4, so 28 padding rows
+    ],
+)
+def test_compiled_eval_batches_are_padded_to_a_static_shape(
+    eval_batch_size, padding_rows, mnist1d_config_path, data_dir
+):
+    config = _config(mnist1d_config_path, "smoke", data_dir)
+    config.jit_compile = True
+    config.data.eval_batch_size = eval_batch_size
+    counts, extras, insertions = experiment._input_stages(config, (), num_pipelines=2)
+    _, eval_dataset_fn = experiment._dataset_fns(config, counts, insertions, extras)
+    dataset = eval_dataset_fn(tf.distribute.InputContext(**CONTEXT))
+    per_replica = eval_batch_size // 2
+    for key, spec in dataset.element_spec.items():
+        assert spec.shape.is_fully_defined() and spec.shape[0] == per_replica, (key, spec.shape)
+    masks = np.concatenate([batch["mask"].numpy() for batch in dataset])
+    # This worker's shard of the 200 eval examples is 100 rows, each once, then the padding.
+    assert masks.sum() == 100
+    assert (masks == 0).sum() == padding_rows
+    assert (masks[:100] == 1).all()
