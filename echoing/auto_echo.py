@@ -14,23 +14,38 @@ Example::
     print(float(auto.factor))  # moved towards 0.040 / 0.010 * 1 = 4
 
 The controller sees only what a training loop can time: the wall time per step (which includes
-waiting for input) and the compute time per step (the same step on a batch already in memory).
-Their difference is the input wait. If the step waits for input for at least
-``input_bound_threshold`` of its time (the TF profiler calls < 5% "not input-bound"), upstream is
-the bottleneck and ``t_step ≈ t_upstream / e``, so ``R ≈ e · t_step / t_compute``: the factor
-moves to that estimate (smoothed). Otherwise the pipeline keeps up and the factor decays towards
-1 by ``decay`` per observation, because fresh data is worth more than echoed data; where the
-pipeline is not input-bound the factor settles at 1 and echo costs nothing.
+waiting for input) and the compute time per step (the same step on a batch already in memory,
+measured before training). Their difference is the input wait. If the step waits for input for at
+least ``input_bound_threshold`` of its time (the TF profiler calls < 5% "not input-bound"),
+upstream is the bottleneck and ``t_step ≈ t_upstream / e``, so ``R ≈ e · t_step / t_compute``: the
+factor moves to that estimate (smoothed). Otherwise the pipeline keeps up and the factor decays
+towards 1 by ``decay`` per observation, because fresh data is worth more than echoed data; where
+the pipeline is not input-bound the factor settles at 1 and echo costs nothing.
+
+The compute time measured before training is a lower bound: during training the input
+pipeline's threads compete for the host (on a CPU-only machine, for the very cores the step runs
+on) and every loop has fixed costs, so the step is slower than the measurement even when it never
+waits for input, and a controller trusting it would read that as waiting and raise the factor to
+its maximum. So the controller keeps its own estimate of the compute floor, starting at the
+measurement and corrected by what it observes: when the factor went up (by more than the
+threshold) and the step did not get correspondingly shorter, the step is compute-bound at the new
+factor and its time is the floor; a step shorter than the floor lowers it (smoothed, so noise
+does not drag it down).
 """
 
 from __future__ import annotations
 
+import collections
 import numbers
+import statistics
 
 import tensorflow as tf
 
 from echoing.echo import echo
 from echoing.types import DatasetTransformation
+
+# A factor change by more than this ratio is beyond what step-time noise can fake.
+_CLEAR_CHANGE = 1.2
 
 
 class AutoEcho(tf.Module):
@@ -68,6 +83,12 @@ class AutoEcho(tf.Module):
         with tf.device("/cpu:0"):  # read by the tf.data stage on the host
             self.factor = tf.Variable(float(initial_factor), dtype=tf.float32, trainable=False)
         self.last_wait_fraction = 0.0
+        # The compute floor (seconds per step when nothing waits for input), see the module
+        # docstring; None until the first observation.
+        self.compute_floor: float | None = None
+        # (factor, step seconds) when the factor last moved clearly, see _update_floor.
+        self._reference: tuple[float, float] | None = None
+        self._recent: collections.deque[float] = collections.deque(maxlen=3)
 
     def echo(
         self, *, buffer_size: int | None = None, seed: int | None = None
@@ -88,16 +109,45 @@ class AutoEcho(tf.Module):
                 f"{compute_seconds!r}; time at least one step of each."
             )
         factor = float(self.factor.numpy())
-        wait_fraction = max(0.0, 1.0 - compute_seconds / step_seconds)
+        floor = self._update_floor(factor, step_seconds, compute_seconds)
+        # Upstream seconds per fresh batch, e·t_step while input-bound (an upper bound otherwise),
+        # as the median of the last few observations: one slow loop must not move the factor.
+        self._recent.append(factor * step_seconds)
+        upstream_seconds = statistics.median(self._recent)
+        wait_fraction = max(0.0, 1.0 - floor * factor / upstream_seconds)
         self.last_wait_fraction = wait_fraction
-        if wait_fraction >= self.input_bound_threshold:
-            estimate = factor * step_seconds / compute_seconds  # ≈ R while input-bound
+        if wait_fraction >= 2 * self.input_bound_threshold:
+            estimate = upstream_seconds / floor  # ≈ R while input-bound
             factor = self.smoothing * factor + (1 - self.smoothing) * estimate
-        else:
+        elif wait_fraction < self.input_bound_threshold:
             factor = 1.0 + (factor - 1.0) * self.decay
+        # In between (hysteresis), the factor holds: timing noise must not move it either way.
         factor = min(max(factor, 1.0), self.max_factor)
         self.factor.assign(factor)
         return factor
+
+    def _update_floor(self, factor: float, step_seconds: float, compute_seconds: float) -> float:
+        """The compute floor after observing ``step_seconds`` at ``factor``."""
+        floor = self.compute_floor if self.compute_floor is not None else compute_seconds
+        tolerance = 1.0 + self.input_bound_threshold
+        if self._reference is None:
+            self._reference = (factor, step_seconds)
+        reference_factor, reference_seconds = self._reference
+        if factor > _CLEAR_CHANGE * reference_factor:
+            # Input-bound steps shorten in proportion to the factor. A step clearly longer than
+            # that since the factor clearly went up (both by more than timing noise could fake)
+            # is compute-bound: its time is the floor. Until then the reference stays, so small
+            # steps up add up to a clear change.
+            input_bound_seconds = reference_seconds * reference_factor / factor
+            if step_seconds > _CLEAR_CHANGE * input_bound_seconds:
+                floor = max(floor, step_seconds)
+                self._reference = (factor, step_seconds)
+        elif factor * _CLEAR_CHANGE < reference_factor:
+            self._reference = (factor, step_seconds)
+        if step_seconds * tolerance < floor:
+            floor += 0.25 * (step_seconds - floor)  # slowly: one fast loop may be noise
+        self.compute_floor = floor
+        return floor
 
 
 def _check_range(argument: str, value, low: float, high: float, fix: str) -> None:

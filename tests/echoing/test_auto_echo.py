@@ -55,12 +55,48 @@ def test_controller_moves_the_factor_towards_r(
     assert low - 1e-6 <= min(settled) and max(settled) <= high + 1e-6
 
 
+def _simulate_shared_host(auto, upstream_seconds, compute_seconds, slowdown, noise, seed):
+    """As _simulate, but the step's real compute is ``slowdown`` x the reported measurement (the
+    input pipeline shares the host) and every step time has uniform relative noise ±``noise``."""
+    rng = np.random.default_rng(seed)
+    factors = []
+    for _ in range(60):
+        factor = float(auto.factor.numpy())
+        step_seconds = max(upstream_seconds / factor, compute_seconds * slowdown)
+        step_seconds *= 1 + noise * rng.uniform(-1, 1)
+        factors.append(auto.observe(step_seconds=step_seconds, compute_seconds=compute_seconds))
+    return factors
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize(
+    "upstream_seconds,slowdown,low,high",
+    [
+        # R = upstream / real compute. The reported compute is 1.3x too low (host contention):
+        # trusting it would push the factor to R·1.3, or to max_factor when not input-bound.
+        (0.052, 1.3, 3.4, 4.4),  # R = 4
+        (0.078, 1.3, 5.2, 7.0),  # R = 6
+        (0.005, 1.3, 1.0, 1.4),  # not input-bound: decaying to 1 despite the 30% "wait"
+        (0.005, 1.0, 1.0, 1.1),  # not input-bound, honest measurement: noise must not echo
+        (0.060, 1.0, 5.2, 6.4),  # R = 6, honest measurement, noisy steps
+    ],
+)
+def test_controller_learns_the_real_compute_floor_under_contention_and_noise(
+    upstream_seconds, slowdown, low, high, seed
+):
+    auto = echoing.AutoEcho(max_factor=8.0)
+    factors = _simulate_shared_host(auto, upstream_seconds, 0.010, slowdown, 0.08, seed)
+    settled = factors[-10:]
+    assert low <= min(settled) and max(settled) <= high
+    assert auto.compute_floor == pytest.approx(0.010 * slowdown, rel=0.1)
+
+
 def test_controller_decays_to_one_when_input_stops_being_the_bottleneck():
     auto = echoing.AutoEcho(initial_factor=4.0, decay=0.5)
     for _ in range(30):
         auto.observe(step_seconds=0.01, compute_seconds=0.01)
     assert float(auto.factor.numpy()) == pytest.approx(1.0, abs=1e-6)
-    assert auto.last_wait_fraction == 0.0
+    assert auto.last_wait_fraction == pytest.approx(0.0, abs=1e-5)
 
 
 def test_the_controller_stage_reads_its_factor():
