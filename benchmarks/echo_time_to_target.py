@@ -206,8 +206,9 @@ def run_one(scenario: Scenario, variant: dict, seed: int, args) -> dict:
             config.timing_steps = args.timing_steps  # R, measured after training
     config.steps_per_loop = config.eval_every_steps
     if variant["variant"] == "auto":
-        # AutoEcho observes once per inner loop: short loops let it settle within a run.
-        config.steps_per_loop = args.eval_every
+        # AutoEcho observes once per inner loop (the first, which traces, is not observed):
+        # short loops let it settle early in a run.
+        config.steps_per_loop = max(1, args.eval_every // 2)
     # Every run of a variant has the same schedule horizon (the --final-fresh budget, in steps),
     # so the learning-rate schedule per fresh example is the same whether a run stops at the
     # target or goes on to measure the final accuracy.
