@@ -171,6 +171,8 @@ def _variants(args, scenario: str) -> list[dict]:
         for insert in args.insertions:
             for factor in args.factors:
                 for shuffle in args.shuffle:
+                    if shuffle and factor not in args.shuffle_factors:
+                        continue
                     variants.append(
                         {
                             "variant": insert,
@@ -373,6 +375,7 @@ def main() -> None:
     parser.add_argument("--factors", default="2,3,4,5")
     parser.add_argument("--insertions", default=",".join(INSERTIONS), help="'' = baseline only")
     parser.add_argument("--shuffle", default="0,1", help="0 = no buffer after echo, 1 = a buffer")
+    parser.add_argument("--shuffle-factors", default=None, help="factors run with a buffer")
     parser.add_argument("--buffer", type=int, default=1_000, help="shuffle buffer after echo")
     parser.add_argument("--target", type=float, default=0.9)
     parser.add_argument("--final-factor", type=int, default=4)
@@ -399,8 +402,12 @@ def main() -> None:
     args.factors = [int(f) for f in args.factors.split(",")]
     args.insertions = [name for name in args.insertions.split(",") if name]
     args.shuffle = [bool(int(s)) for s in args.shuffle.split(",")]
+    args.shuffle_factors = (
+        [int(f) for f in args.shuffle_factors.split(",")] if args.shuffle_factors else args.factors
+    )
     if args.quick:
         args.seeds, args.factors, args.shuffle = 1, [2], [False, True]
+        args.shuffle_factors = [2]
         args.num_train, args.num_eval, args.batch_size = 1_000, 200, 32
         args.target, args.final_fresh, args.final_factor = 0.2, 640, 2
         args.eval_every, args.timing_steps, args.cpu_rounds = 5, 3, 5
