@@ -368,6 +368,34 @@ def plot(table: list[dict], path: Path) -> None:
     plt.close(figure)
 
 
+def plot_auto_echo(rows: list[dict], path: Path) -> None:
+    """AutoEcho's factor and measured input wait over training time, one line per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [row for row in rows if row["variant"] == "auto" and row.get("factor_trace")]
+    if not runs:
+        return
+    figure, (factors, waits) = plt.subplots(1, 2, figsize=(12, 3.8))
+    for run in runs:
+        seconds, factor, wait = zip(*run["factor_trace"], strict=True)
+        label = f"{run['scenario']} seed {run['seed']}"
+        factors.plot(seconds, factor, marker=".", label=label)
+        observed = [(t, w) for t, w in zip(seconds, wait, strict=True) if w is not None]
+        if observed:
+            waits.plot(*zip(*observed, strict=True), marker=".", label=label)
+    factors.set(xlabel="training seconds", ylabel="echo factor", title="AutoEcho factor")
+    waits.axhline(0.05, color="gray", linestyle="--")
+    waits.axhline(0.20, color="gray", linestyle=":")
+    waits.set(xlabel="training seconds", ylabel="input-wait fraction", title="input wait")
+    factors.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
@@ -453,6 +481,7 @@ def main() -> None:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1) + "\n")
     plot(table, args.output.with_suffix(".png"))
+    plot_auto_echo(rows, args.output.with_name(args.output.stem + "_auto_echo.png"))
     for entry in table:
         print(format_entry(entry))
 
