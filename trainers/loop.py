@@ -78,7 +78,20 @@ def per_replica_batches(
             dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
         if context.num_replicas_in_sync == 1:
             return dataset
-        return dataset.rebatch(per_replica)
+        # Full global batches split evenly: keep the per-replica shape static (for XLA/TPUs).
+        static = all(
+            spec.shape.rank and spec.shape[0] == global_batch_size
+            for spec in tf.nest.flatten(dataset.element_spec)
+        )
+        infinite = dataset.cardinality() == tf.data.INFINITE_CARDINALITY
+        dataset = dataset.rebatch(per_replica, drop_remainder=static)
+        if infinite:
+            # rebatch forgets that its input never ends; MultiWorkerMirrored then plans for a
+            # partial last batch and relaxes the batch dimension to None.
+            dataset = dataset.apply(
+                tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY)
+            )
+        return dataset
 
     return dataset_fn
 

@@ -178,3 +178,37 @@ def test_evaluate_without_eval_dataset_explains():
 def test_per_replica_batches_rejects_bad_batch_size(global_batch_size, error):
     with pytest.raises(error, match="global_batch_size"):
         loop.per_replica_batches(lambda: tf.data.Dataset.range(1), global_batch_size)
+
+
+@pytest.mark.parametrize(
+    ("drop_remainder", "shape", "rows"),
+    [
+        (True, [4], 8),  # full global batches of 8 -> static per-replica batches of 4
+        (False, [None], 10),  # a partial last batch (2 rows) is kept, so the shape is dynamic
+    ],
+)
+def test_per_replica_batches_keeps_static_shapes_of_full_batches(drop_remainder, shape, rows):
+    dataset_fn = loop.per_replica_batches(
+        lambda: tf.data.Dataset.range(10).batch(8, drop_remainder=drop_remainder),
+        global_batch_size=8,
+    )
+    context = tf.distribute.InputContext(
+        num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=2
+    )
+    dataset = dataset_fn(context)
+    assert dataset.element_spec.shape.as_list() == shape
+    assert sum(int(batch.shape[0]) for batch in dataset) == rows
+
+
+@pytest.mark.parametrize(("repeat", "infinite"), [(True, True), (False, False)])
+def test_per_replica_batches_keeps_an_endless_stream_endless(repeat, infinite):
+    # MultiWorkerMirrored relaxes the batch dimension to None for streams that may end.
+    batches = tf.data.Dataset.range(10).batch(8, drop_remainder=True)
+    dataset_fn = loop.per_replica_batches(
+        lambda: batches.repeat() if repeat else batches, global_batch_size=8
+    )
+    context = tf.distribute.InputContext(
+        num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=2
+    )
+    cardinality = dataset_fn(context).cardinality()
+    assert (int(cardinality) == tf.data.INFINITE_CARDINALITY) is infinite
