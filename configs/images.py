@@ -2,6 +2,8 @@
 # Echo variants: --config=configs/images.py:echo=2,insert=after_augment[,buffer=500]
 # AutoAssist filter: --config=configs/images.py:assist=1[,assist_reweight=1]
 # Seconds-long smoke run: --config=configs/images.py:smoke
+# Data parallel: --strategy=mirrored | multi_worker (TF_CONFIG, or --config.workers=H:P,H:P
+#   --config.task_index=I in each worker) | tpu (--config.tpu=local); --config.jit_compile=True
 """The small ResNet on generated 32×32 colour images (no download), with image augmentation.
 
 Ten classes: five hues × two stripe orientations, at random stripe frequency, phase and
