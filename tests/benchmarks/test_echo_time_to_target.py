@@ -1,0 +1,105 @@
+"""benchmarks/echo_time_to_target.py: a --quick run end to end, its summary arithmetic, and the
+notebook that draws its JSON."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "echo_time_to_target.py"
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("echo_time_to_target", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory):
+    output = tmp_path_factory.mktemp("echo_time_to_target") / "echo_time_to_target.json"
+    # Network (capped gs:// reads) with batch echoing with and without a shuffle buffer, and
+    # AutoEcho: every kind of run, smoke-sized.
+    command = [sys.executable, str(SCRIPT), "--quick", "--output", str(output)]
+    command += ["--scenarios", "network", "--insertions", "after_batch"]
+    subprocess.run(command, check=True, capture_output=True, timeout=600, cwd=ROOT)
+    return output
+
+
+def test_quick_run_records_every_variant_and_the_network_set_up(quick_results):
+    result = json.loads(quick_results.read_text())
+    assert quick_results.with_suffix(".png").stat().st_size > 0
+    assert quick_results.with_name("echo_time_to_target_auto_echo.png").stat().st_size > 0
+    runs = {(r["scenario"], r["variant"], r["factor"] if r["variant"] != "auto" else "auto",
+             r["shuffle"]) for r in result["rows"]}  # fmt: skip
+    assert runs == {
+        ("network", "baseline", 1, False),
+        ("network", "after_batch", 2, False),
+        ("network", "after_batch", 2, True),
+        ("network", "auto", "auto", False),
+    }
+    network = result["scenarios"]["network"]
+    assert network["limiter"] in ("netns+tbf", "in-process")
+    assert network["megabits_per_second"] == 20.0
+    for row in result["rows"]:
+        if row["reached"]:
+            assert row["fresh_examples_to_target"] > 0 and row["seconds_to_target"] > 0
+        if row["final"]:
+            # Final-accuracy runs go on to the fresh-example budget (640 in --quick); the
+            # counter includes the pipeline's read-ahead, so it is at least the budget.
+            assert row["final_fresh_examples"] >= 640
+            assert 0 <= row["final_accuracy"] <= 1
+        elif row["reached"]:
+            assert row["steps"] == row["steps_to_target"]  # stopped at the target
+    baselines = [r for r in result["rows"] if r["variant"] == "baseline"]
+    assert all(r["R"] > 0 for r in baselines)  # R is measured in the baseline runs
+    for row in (r for r in result["rows"] if r["variant"] == "auto"):
+        assert row["factor_trace"] and all(1.0 <= f <= 8.0 for _, f, _ in row["factor_trace"])
+
+
+def test_summary_means_spreads_and_speedups():
+    benchmark = _benchmark()
+
+    def row(variant, factor, seconds, seed, reached=True):
+        return {"scenario": "network", "variant": variant, "factor": factor, "shuffle": False,
+                "seed": seed, "reached": reached, "seconds_to_target": seconds,
+                "fresh_examples_to_target": seconds and 100 * seconds, "steps_to_target": 10,
+                "final_accuracy": None, "R": 4.0 if variant == "baseline" else None}  # fmt: skip
+
+    rows = [row("baseline", 1, 30.0, 0), row("baseline", 1, 50.0, 1)]
+    rows += [row("after_batch", 4, 8.0, 0), row("after_batch", 4, 12.0, 1)]
+    rows += [row("before_augment", 4, None, 0, reached=False)]
+    table = {(e["variant"], e["factor"]): e for e in benchmark.summarise(rows)}
+    baseline, echoed = table[("baseline", 1)], table[("after_batch", 4)]
+    assert baseline["seconds_to_target"] == {"mean": 40.0, "min": 30.0, "max": 50.0, "n": 2}
+    assert baseline["R"]["mean"] == 4.0
+    assert echoed["speedup"] == pytest.approx(40.0 / 10.0)
+    assert table[("before_augment", 4)]["reached"] == 0
+    assert table[("before_augment", 4)]["seconds_to_target"] is None
+
+
+def test_notebook_draws_the_results_without_training(quick_results):
+    notebook = nbformat.read(ROOT / "notebooks/echoing.ipynb", as_version=4)
+    os.environ["ECHO_RESULTS"] = str(quick_results)
+    try:
+        NotebookClient(
+            notebook,
+            timeout=120,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(ROOT / "notebooks")}},
+        ).execute()
+    finally:
+        del os.environ["ECHO_RESULTS"]
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum(1 for o in outputs if o.get("data", {}).get("image/png")) >= 2
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "network  after_batch" in text
