@@ -400,6 +400,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="run seeds first..first+n-1")
     parser.add_argument("--factors", default="2,3,4,5")
     parser.add_argument("--insertions", default=",".join(INSERTIONS), help="'' = baseline only")
     parser.add_argument("--shuffle", default="0,1", help="0 = no buffer after echo, 1 = a buffer")
@@ -451,7 +452,7 @@ def main() -> None:
     for name in names:
         scenario = Scenario(name, args)
         with scenario.active():
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 for variant in _variants(args, name):
                     row = run_one(scenario, variant, seed, args)
                     rows.append(row)
@@ -459,9 +460,14 @@ def main() -> None:
                         json.dumps({k: v for k, v in row.items() if k != "factor_trace"}),
                         flush=True,
                     )
+            # Per scenario, since a JSON may merge runs of several invocations.
+            scenario.details["command"] = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
             scenario_details[name] = scenario.details
-    # Rows of scenarios not run this time are kept from the previous JSON.
-    kept = [r for r in previous.get("rows", []) if r["scenario"] not in names]
+    # Rows of scenarios and seeds not run this time are kept from the previous JSON.
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    kept = [
+        r for r in previous.get("rows", []) if r["scenario"] not in names or r["seed"] not in seeds
+    ]
     details = {**previous.get("scenarios", {}), **scenario_details}
     rows = kept + rows
     table = summarise(rows)
