@@ -483,6 +483,7 @@ def main() -> None:
         "scenarios": details,
         "rows": rows,
         "table": table,
+        "markdown": markdown(table),
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1) + "\n")
@@ -492,14 +493,41 @@ def main() -> None:
         print(format_entry(entry))
 
 
-def format_entry(entry: dict) -> str:
-    def fmt(spread, digits=1):
-        if not spread:
-            return "not reached"
-        return (
-            f"{spread['mean']:.{digits}f} [{spread['min']:.{digits}f}, {spread['max']:.{digits}f}]"
-        )
+def _spread_text(spread: dict | None, digits: int = 1) -> str:
+    if not spread:
+        return "not reached"
+    return f"{spread['mean']:.{digits}f} [{spread['min']:.{digits}f}, {spread['max']:.{digits}f}]"
 
+
+def markdown(table: list[dict]) -> str:
+    """The summary as a Markdown table (BENCHMARKS.md), one row per scenario/variant/e/shuffle."""
+    order = {name: index for index, name in enumerate(("baseline", *INSERTIONS, "auto"))}
+    lines = [
+        "| scenario | variant | e | shuffle | reached | wall s to target, mean [min, max] | "
+        "fresh examples to target | speed-up | final accuracy | R |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for entry in sorted(
+        table,
+        key=lambda e: (e["scenario"], order[e["variant"]], str(e["factor"]), e["shuffle"]),
+    ):
+        factor = entry["factor"]
+        if entry["variant"] == "auto" and entry.get("final_factor"):
+            factor = f"auto (ends {entry['final_factor']['mean']:.1f})"
+        speedup = f"{entry['speedup']:.2f}x" if "speedup" in entry else ""
+        lines.append(
+            f"| {entry['scenario']} | {entry['variant']} | {factor} | "
+            f"{'yes' if entry['shuffle'] else 'no'} | {entry['reached']}/{entry['runs']} | "
+            f"{_spread_text(entry['seconds_to_target'])} | "
+            f"{_spread_text(entry['fresh_examples_to_target'], 0)} | {speedup} | "
+            f"{_spread_text(entry['final_accuracy'], 4) if entry['final_accuracy'] else ''} | "
+            f"{_spread_text(entry['R'], 2) if entry['R'] else ''} |"
+        )
+    return "\n".join(lines)
+
+
+def format_entry(entry: dict) -> str:
+    fmt = _spread_text
     return (
         f"{entry['scenario']:8s} {entry['variant']:15s} e={entry['factor']!s:5s} "
         f"shuffle={entry['shuffle']!s:5s} reached {entry['reached']}/{entry['runs']} "
