@@ -131,3 +131,21 @@ def test_local_service_is_started_once_and_serves():
     assert address.startswith("grpc://localhost:") and service.local_address() == address
     values = [int(x) for x in tf.data.Dataset.range(5).apply(service.distribute("local"))]
     assert values == list(range(5))
+
+
+@pytest.mark.parametrize("num_pipelines", [2])
+def test_service_with_input_pipelines_shards_before_the_service(
+    tiny_config, tiny_sizes, dispatcher, num_pipelines
+):
+    num_train, _ = tiny_sizes
+    config = tiny_config(echo=2.0, echo_insert="after_augment", service_address=dispatcher)
+    shards = []
+    for index in range(num_pipelines):
+        context = tf.distribute.InputContext(num_pipelines, index, num_pipelines)
+        datasets = pipelines.make_datasets(config, seed=0, input_context=context)
+        ids, _ = _rows(datasets.train, 2 * datasets.num_shard_train_examples)
+        pairs = ids.reshape(-1, 2)
+        assert np.all(pairs[:, 0] == pairs[:, 1])  # echoed here, after the service
+        shards.append(set(pairs[:, 0]))
+        assert len(shards[-1]) == datasets.num_shard_train_examples  # one epoch of the shard
+    assert sum(map(len, shards)) == num_train and set().union(*shards) == set(range(num_train))
