@@ -14,7 +14,9 @@ Example::
 
 ``--strategy`` (default: the config's ``strategy``) is one of ``default``, ``mirrored``,
 ``multi_worker`` (``MultiWorkerMirroredStrategy``: start the same command in every worker with
-``TF_CONFIG`` set, or with ``--config.workers=HOST:PORT,HOST:PORT --config.task_index=I``),
+``TF_CONFIG`` set, or with ``--config.workers=HOST:PORT,HOST:PORT --config.task_index=I``;
+each worker reads its shard of the data; the chief writes ``--workdir``, the others
+``WORKDIR/workers/worker_I``),
 ``tpu`` (``--config.tpu=local`` on a TPU VM; train and eval steps are XLA-compiled) and
 ``parameter_server``, which runs ``trainers.async_partitioned`` and needs a config with a
 ``mode`` (``configs/passm.py``). A ``configs/passm.py`` run under a synchronous strategy trains
