@@ -462,6 +462,10 @@ def main() -> None:
                     )
             # Per scenario, since a JSON may merge runs of several invocations.
             scenario.details["command"] = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+            scenario.details["settings"] = {
+                key: (str(value) if isinstance(value, Path) else value)
+                for key, value in vars(args).items()
+            }
             scenario_details[name] = scenario.details
     # Rows of scenarios and seeds not run this time are kept from the previous JSON.
     seeds = range(args.first_seed, args.first_seed + args.seeds)
