@@ -1,0 +1,37 @@
+"""Smoke test of benchmarks/jit_compile.py: both step variants are timed compiled and not."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "jit_compile.py"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    output = tmp_path_factory.mktemp("jit_compile") / "jit_compile.json"
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--output", str(output)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return json.loads(output.read_text()), output
+
+
+def test_every_variant_is_measured_both_ways(results):
+    data, output = results
+    assert [(r["model"], r["variant"]) for r in data["rows"]] == [
+        ("mnist1d_mlp", "plain"),
+        ("mnist1d_mlp", "pgd"),
+    ]
+    for row in data["rows"]:
+        assert len(row["uncompiled_all"]) == len(row["compiled_all"]) == row["repeats"]
+        assert row["uncompiled_seconds_per_step"] > 0 and row["compiled_seconds_per_step"] > 0
+        assert row["speedup"] == pytest.approx(
+            row["uncompiled_seconds_per_step"] / row["compiled_seconds_per_step"]
+        )
+    assert output.with_suffix(".png").stat().st_size > 0
