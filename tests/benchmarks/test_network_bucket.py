@@ -9,6 +9,7 @@ import importlib.util
 import os
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -53,10 +54,12 @@ def test_downloads_are_capped_and_everything_is_torn_down(limiter):
         host = bucket.emulator_host.split("//")[1].split(":")[0]
         assert host == "127.0.0.1" or host.startswith("10.233.")  # never anywhere else
         filesystem = tfrecord.gcs_filesystem()
-        filesystem.mkdir("capped")
-        filesystem.pipe("gs://capped/blob", payload)  # uploads are not capped
+        # gcsfs caches listings across emulators in one process: a fresh bucket name each time.
+        bucket_name = f"capped-{uuid.uuid4().hex[:8]}"
+        filesystem.mkdir(bucket_name)
+        filesystem.pipe(f"gs://{bucket_name}/blob", payload)  # uploads are not capped
         start = time.perf_counter()
-        assert filesystem.cat("gs://capped/blob") == payload
+        assert filesystem.cat(f"gs://{bucket_name}/blob") == payload
         seconds = time.perf_counter() - start
     # 2 Mbit/s = 250 kB/s, less what the initial burst lets through at once.
     assert seconds >= (PAYLOAD_BYTES - BURST_BYTES) / 250_000
