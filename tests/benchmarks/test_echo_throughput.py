@@ -1,24 +1,13 @@
 """Smoke test of benchmarks/echo_throughput.py: every configuration runs and its ratios add up."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "echo_throughput.py"
-
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    output = tmp_path_factory.mktemp("echo_throughput") / "echo_throughput.json"
-    subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--output", str(output)],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+def results(run_quick_benchmark):
+    output = run_quick_benchmark("echo_throughput")
     return json.loads(output.read_text()), output
 
 

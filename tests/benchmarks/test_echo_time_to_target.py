@@ -4,8 +4,6 @@ notebook that draws its JSON."""
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -24,14 +22,11 @@ def _benchmark():
 
 
 @pytest.fixture(scope="module")
-def quick_results(tmp_path_factory):
-    output = tmp_path_factory.mktemp("echo_time_to_target") / "echo_time_to_target.json"
+def quick_results(run_quick_benchmark):
     # Network (capped gs:// reads) with batch echoing with and without a shuffle buffer, and
     # AutoEcho: every kind of run, smoke-sized.
-    command = [sys.executable, str(SCRIPT), "--quick", "--output", str(output)]
-    command += ["--scenarios", "network", "--insertions", "after_batch"]
-    subprocess.run(command, check=True, capture_output=True, timeout=600, cwd=ROOT)
-    return output
+    arguments = ("--scenarios", "network", "--insertions", "after_batch")
+    return run_quick_benchmark("echo_time_to_target", *arguments)
 
 
 def test_quick_run_records_every_variant_and_the_network_set_up(quick_results):

@@ -1,24 +1,13 @@
 """Smoke test of benchmarks/jit_compile.py: both step variants are timed compiled and not."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "jit_compile.py"
-
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    output = tmp_path_factory.mktemp("jit_compile") / "jit_compile.json"
-    subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--output", str(output)],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+def results(run_quick_benchmark):
+    output = run_quick_benchmark("jit_compile")
     return json.loads(output.read_text()), output
 
 
