@@ -54,8 +54,9 @@ class AutoEcho(tf.Module):
     Args:
       max_factor: upper bound for the factor (the paper found echo useful up to e≈4-16).
       initial_factor: where to start (1: no echo until input-boundness is measured).
-      input_bound_threshold: input-wait fraction of the step above which the step counts as
-        input-bound.
+      input_bound_threshold: input-wait fraction below which the step is not input-bound (the
+        factor decays towards 1); from twice this the factor moves towards R; in between it
+        holds, so timing noise does not move it.
       smoothing: weight of the old factor when moving towards a new estimate (0: jump at once).
       decay: multiplicative step towards 1 when the step is not input-bound.
     """
