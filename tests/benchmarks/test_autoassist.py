@@ -1,30 +1,14 @@
 """Runs benchmarks/autoassist.py --quick once, checks its JSON, and executes the notebook on it."""
 
-import importlib.util
 import json
-import os
-from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_benchmark():
-    spec = importlib.util.spec_from_file_location(
-        "autoassist_bench", ROOT / "benchmarks/autoassist.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
-def quick_results(tmp_path_factory):
+def quick_results(tmp_path_factory, load_benchmark):
     output = tmp_path_factory.mktemp("autoassist")
-    _load_benchmark().main(["--quick", "--output", str(output)])
+    load_benchmark("autoassist").main(["--quick", "--output", str(output)])
     return output
 
 
@@ -51,8 +35,8 @@ def test_quick_run_writes_json_and_png_with_every_method(quick_results):
     assert result["active_threads_at_exit"] == 1  # every learner thread was closed
 
 
-def test_first_reaching_and_summary_use_the_shuffle_baseline_target():
-    bench = _load_benchmark()
+def test_first_reaching_and_summary_use_the_shuffle_baseline_target(load_benchmark):
+    bench = load_benchmark("autoassist")
     curve = lambda accs: [  # noqa: E731
         {
             "boss_epochs": 0.5 * (i + 1),
@@ -77,19 +61,8 @@ def test_first_reaching_and_summary_use_the_shuffle_baseline_target():
     assert assistant["boss_epochs_saved_vs_shuffle"] == pytest.approx(1 - 0.5 / 1.5)
 
 
-def test_notebook_draws_the_results_without_training(quick_results):
-    notebook = nbformat.read(ROOT / "notebooks/autoassist.ipynb", as_version=4)
-    os.environ["AUTOASSIST_RESULTS"] = str(quick_results / "autoassist.json")
-    try:
-        NotebookClient(
-            notebook,
-            timeout=120,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(ROOT / "notebooks")}},
-        ).execute()
-    finally:
-        del os.environ["AUTOASSIST_RESULTS"]
-    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+def test_notebook_draws_the_results_without_training(quick_results, execute_notebook):
+    outputs = execute_notebook("autoassist", AUTOASSIST_RESULTS=quick_results / "autoassist.json")
     assert not [o for o in outputs if o.output_type == "error"]
     assert any(o.get("data", {}).get("image/png") for o in outputs)
     text = "".join(o.get("text", "") for o in outputs)

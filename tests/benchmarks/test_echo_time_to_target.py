@@ -1,24 +1,9 @@
 """benchmarks/echo_time_to_target.py: a --quick run end to end, its summary arithmetic, and the
 notebook that draws its JSON."""
 
-import importlib.util
 import json
-import os
-from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
-
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "echo_time_to_target.py"
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("echo_time_to_target", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +45,8 @@ def test_quick_run_records_every_variant_and_the_network_set_up(quick_results):
         assert row["factor_trace"] and all(1.0 <= f <= 8.0 for _, f, _ in row["factor_trace"])
 
 
-def test_summary_means_spreads_and_speedups():
-    benchmark = _benchmark()
+def test_summary_means_spreads_and_speedups(load_benchmark):
+    benchmark = load_benchmark("echo_time_to_target")
 
     def row(variant, factor, seconds, seed, reached=True):
         return {"scenario": "network", "variant": variant, "factor": factor, "shuffle": False,
@@ -81,19 +66,8 @@ def test_summary_means_spreads_and_speedups():
     assert table[("before_augment", 4)]["seconds_to_target"] is None
 
 
-def test_notebook_draws_the_results_without_training(quick_results):
-    notebook = nbformat.read(ROOT / "notebooks/echoing.ipynb", as_version=4)
-    os.environ["ECHO_RESULTS"] = str(quick_results)
-    try:
-        NotebookClient(
-            notebook,
-            timeout=120,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(ROOT / "notebooks")}},
-        ).execute()
-    finally:
-        del os.environ["ECHO_RESULTS"]
-    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+def test_notebook_draws_the_results_without_training(quick_results, execute_notebook):
+    outputs = execute_notebook("echoing", ECHO_RESULTS=quick_results)
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum(1 for o in outputs if o.get("data", {}).get("image/png")) >= 2
     text = "".join(o.get("text", "") for o in outputs)

@@ -1,27 +1,14 @@
 """benchmarks/pgd.py --quick runs, its summary agrees with its curves, the notebook draws it."""
 
-import importlib.util
 import json
-import pathlib
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _load_benchmark():
-    spec = importlib.util.spec_from_file_location("pgd_benchmark", ROOT / "benchmarks" / "pgd.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
+def quick_run(tmp_path_factory, load_benchmark):
     output = tmp_path_factory.mktemp("pgd")
-    benchmark = _load_benchmark()
+    benchmark = load_benchmark("pgd")
     result = benchmark.main(["--quick", "--output", str(output)])
     result["oracle"] = benchmark.main(["--oracle", "--quick", "--output", str(output)])["oracle"]
     return output, result
@@ -75,32 +62,17 @@ def test_oracle_diagnostic_runs_every_variant(quick_run):
     )
 
 
-def test_notebook_executes_on_the_results(quick_run, monkeypatch):
+def test_notebook_executes_on_the_results(quick_run, execute_notebook):
     output, _ = quick_run
-    notebook = nbformat.read(ROOT / "notebooks" / "prioritized.ipynb", as_version=4)
-    monkeypatch.setenv("PGD_RESULTS", str(output / "pgd_quick.json"))
-    NotebookClient(
-        notebook,
-        timeout=120,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(ROOT / "notebooks")}},
-    ).execute()
-    images = [
-        out
-        for cell in notebook.cells
-        if cell.cell_type == "code"
-        for out in cell.get("outputs", [])
-        if "image/png" in out.get("data", {})
-    ]
+    outputs = execute_notebook("prioritized", PGD_RESULTS=output / "pgd_quick.json")
+    images = [out for out in outputs if "image/png" in out.get("data", {})]
     assert len(images) == 4  # loss curves, accuracy/speed-ups, selection cost, oracle
-    printed = "".join(
-        out.get("text", "") for cell in notebook.cells for out in cell.get("outputs", [])
-    )
+    printed = "".join(out.get("text", "") for out in outputs)
     assert "| logistic" in printed and "pgd_proportional" in printed
 
 
-def test_gather_quick_writes_json_and_png(tmp_path):
-    benchmark = _load_benchmark()
+def test_gather_quick_writes_json_and_png(tmp_path, load_benchmark):
+    benchmark = load_benchmark("pgd")
     result = benchmark.main(
         ["--gather", "--quick", "--output", str(tmp_path), "--data_dir", str(tmp_path / "tfds")]
     )

@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load_benchmark():
-    spec = importlib.util.spec_from_file_location(
-        "async_partitioned_benchmark", ROOT / "benchmarks/async_partitioned.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def quick_results(tmp_path_factory):
+def quick_results(tmp_path_factory, load_benchmark):
     output = tmp_path_factory.mktemp("async_partitioned")
-    _load_benchmark().main(["--quick", "--output_dir", str(output)])
+    load_benchmark("async_partitioned").main(["--quick", "--output_dir", str(output)])
     return output / "async_partitioned_quick.json"
 
 
@@ -73,8 +60,8 @@ def _run(seed, method, workers, accuracies, seconds, final=None):
     }
 
 
-def test_summary_measures_time_to_sync_accuracy_minus_half_a_point():
-    bench = _load_benchmark()
+def test_summary_measures_time_to_sync_accuracy_minus_half_a_point(load_benchmark):
+    bench = load_benchmark("async_partitioned")
     settings = {"worker_counts": [2]}
     runs = [
         _run(0, "sync", 0, [0.5, 0.7, 0.8], [1.0, 2.0, 3.0]),
@@ -93,20 +80,9 @@ def test_summary_measures_time_to_sync_accuracy_minus_half_a_point():
 
 
 @pytest.mark.parametrize("which", ["quick", "committed"])
-def test_notebook_draws_the_results_without_training(which, quick_results):
+def test_notebook_draws_the_results_without_training(which, quick_results, execute_notebook):
     path = quick_results if which == "quick" else ROOT / "benchmarks/results/async_partitioned.json"
-    notebook = nbformat.read(ROOT / "notebooks/async_partitioned.ipynb", as_version=4)
-    os.environ["ASYNC_PARTITIONED_RESULTS"] = str(path)
-    try:
-        NotebookClient(
-            notebook,
-            timeout=120,
-            kernel_name="python3",
-            resources={"metadata": {"path": ROOT / "notebooks"}},
-        ).execute()
-    finally:
-        del os.environ["ASYNC_PARTITIONED_RESULTS"]
-    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    outputs = execute_notebook("async_partitioned", ASYNC_PARTITIONED_RESULTS=path)
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 2
     printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
