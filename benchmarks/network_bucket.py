@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 import uuid
+from unittest import mock
 
 LIMITERS = ("netns+tbf", "in-process")
 _EMULATOR_PORT = 9023
@@ -90,8 +91,11 @@ class ThrottledBucket:
                 self._start_in_namespace()
             else:
                 self._start_behind_proxy()
-            self._exit.enter_context(_environment("STORAGE_EMULATOR_HOST", self.emulator_host))
-            self._exit.enter_context(_environment("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false"))
+            environment = {
+                "STORAGE_EMULATOR_HOST": self.emulator_host,
+                "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+            }
+            self._exit.enter_context(mock.patch.dict(os.environ, environment))
         except BaseException:
             self._exit.close()
             raise
@@ -250,16 +254,3 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-@contextlib.contextmanager
-def _environment(key: str, value: str):
-    previous = os.environ.get(key)
-    os.environ[key] = value
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = previous
