@@ -9,12 +9,13 @@ Example (as root, for the network namespace; elsewhere it falls back to an in-pr
         print(bucket.emulator_host)    # what STORAGE_EMULATOR_HOST is set to while inside
         # ... write and read gs://... through pipelines.sources.tfrecord (gcsfs) ...
 
-The ``gcp-storage-emulator`` runs in a child process. Preferred set-up ("netns+tbf"): the emulator
-runs inside its own network namespace, joined to this one by a veth pair with addresses in
-10.233.0.0/16 that exist only on that pair; the namespace side's egress (every byte the emulator
-sends) is shaped by ``tc qdisc tbf``, so downloads are capped by the kernel exactly like a slow
-link, while uploads (writing the data set) run at full speed. ``netem`` is not available in this
-kernel, so there is no added latency, only the bandwidth cap.
+The ``gcp-storage-emulator`` runs in a child process (``pipelines.sources.gcs_emulator``, which
+keeps uploads byte for byte). Preferred set-up ("netns+tbf"): the emulator runs inside its own
+network namespace, joined to this one by a veth pair with addresses in 10.233.0.0/16 that exist
+only on that pair; the namespace side's egress (every byte the emulator sends) is shaped by
+``tc qdisc tbf``, so downloads are capped by the kernel exactly like a slow link, while uploads
+(writing the data set) run at full speed. ``netem`` is not available in this kernel, so there is
+no added latency, only the bandwidth cap.
 
 Fallback ("in-process"): when namespaces cannot be made (not root, no ``ip``/``tc``, or a
 sandbox that forbids them), the emulator listens on 127.0.0.1 and a token-bucket TCP proxy in a
@@ -144,7 +145,8 @@ class ThrottledBucket:
         self.emulator_host = f"http://127.0.0.1:{proxy.port}"
 
     def _start_emulator(self, prefix: list[str], address: str, port: int) -> None:
-        command = [*prefix, sys.executable, "-m", "gcp_storage_emulator", "start"]
+        # The emulator with byte-exact uploads (see pipelines.sources.gcs_emulator).
+        command = [*prefix, sys.executable, "-m", "pipelines.sources.gcs_emulator"]
         command += ["--host", address, "--port", str(port), "--in-memory", "--quiet"]
         # Output goes to a file, never a pipe: the emulator prints a traceback for every client
         # that hangs up mid-response, and a pipe nobody drains would fill and stall its one

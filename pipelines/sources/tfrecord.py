@@ -109,9 +109,7 @@ def write(
         with tempfile.TemporaryDirectory() as directory:
             local = os.path.join(directory, "shard.tfrecord")
             count = write(local, inputs, labels, encoding=encoding, first_id=first_id)
-            # The record count rides along as object metadata, so readers need not fetch the
-            # whole object to count it (see _gcs_count).
-            gcs_filesystem().put(local, path, metadata={_COUNT_METADATA: str(count)})
+            _upload(local, path, count)
         return count
     with tf.io.TFRecordWriter(path) as writer:
         for index, (x, y) in enumerate(zip(inputs, labels, strict=True)):
@@ -131,8 +129,26 @@ def write(
                     }
                 )
             )
-            writer.write(example.SerializeToString())
+            # Deterministic: the same arrays give the same bytes, so shards are reproducible.
+            writer.write(example.SerializeToString(deterministic=True))
     return len(inputs)
+
+
+def _upload(local: str, path: str, count: int) -> None:
+    """Uploads ``local`` to gs:// ``path``, checked against the MD5 the server computes.
+
+    The record count rides along as object metadata, so readers need not fetch the whole object
+    to count it (see ``_gcs_count``).
+    """
+    from gcsfs.retry import ChecksumError  # gcsfs is imported lazily, see sources.gcs
+
+    try:
+        gcs_filesystem().put(local, path, metadata={_COUNT_METADATA: str(count)}, consistency="md5")
+    except ChecksumError as error:
+        raise OSError(
+            f"the upload to {path} was stored with other bytes than were sent ({error}); write "
+            "it again, and check the storage server if this repeats."
+        ) from error
 
 
 def write_shards(

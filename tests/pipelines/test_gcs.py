@@ -1,34 +1,21 @@
 """TFRecord files on gs://, read through gcsfs from a gcp-storage-emulator on 127.0.0.1."""
 
-import socket
-
 import numpy as np
 import pytest
 
 import pipelines
-from pipelines.sources import tfrecord
+from pipelines.sources import gcs_emulator, tfrecord
 
 NUM_TRAIN, NUM_EVAL, NUM_CLASSES = 20, 6, 4
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def bucket():
     """A bucket with train/eval TFRecord shards on an emulator this fixture starts and stops."""
-    from gcp_storage_emulator.server import create_server
-
-    port = _free_port()
-    server = create_server("127.0.0.1", port, in_memory=True)
-    server.start()
-    with pytest.MonkeyPatch.context() as patch:
+    with gcs_emulator.running() as host, pytest.MonkeyPatch.context() as patch:
         # Both before gcsfs is imported (pipelines imports it lazily): the emulator address, and
         # no experimental bucket probe, which waits ~60 s per bucket against an emulator.
-        patch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+        patch.setenv("STORAGE_EMULATOR_HOST", host)
         patch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
         filesystem = tfrecord.gcs_filesystem()
         filesystem.mkdir("echoing-test")
@@ -44,7 +31,6 @@ def bucket():
         assert len(filesystem.glob("gs://echoing-test/data/train-*.tfrecord")) == 2
         yield {"inputs": inputs, "labels": labels}
         filesystem.invalidate_cache()
-    server.stop()
 
 
 def _config(train_files, eval_files="gs://echoing-test/data/eval.tfrecord"):

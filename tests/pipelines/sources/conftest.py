@@ -15,6 +15,8 @@ import threading
 
 import pytest
 
+from pipelines.sources import gcs_emulator
+
 # Headers that describe one hop, not the message; the proxy sets its own Content-Length.
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
@@ -113,14 +115,8 @@ class FaultProxy:
 
 @pytest.fixture(scope="module")
 def gcs():
-    from gcp_storage_emulator.server import create_server
-
-    with socketserver.TCPServer(("127.0.0.1", 0), None) as probe:
-        emulator_port = probe.server_address[1]
-    emulator = create_server("127.0.0.1", emulator_port, in_memory=True)
-    emulator.start()
-    proxy = FaultProxy(emulator_port)
-    with pytest.MonkeyPatch.context() as patch:
+    with gcs_emulator.running() as emulator_host, pytest.MonkeyPatch.context() as patch:
+        proxy = FaultProxy(int(emulator_host.rsplit(":", 1)[1]))
         # Before gcsfs is imported (pipelines imports it lazily): the address, and no
         # experimental bucket probe, which waits ~60 s per bucket against an emulator.
         patch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{proxy.port}")
@@ -129,5 +125,4 @@ def gcs():
         from pipelines.sources import gcs as gcs_module
 
         gcs_module.filesystem().invalidate_cache()
-    proxy.stop()
-    emulator.stop()
+        proxy.stop()
