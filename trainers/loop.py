@@ -304,8 +304,16 @@ class Trainer(tf.Module):
         losses_array = tf.TensorArray(tf.float32, size=num_steps if collect else 0)
         ids_array = tf.TensorArray(tf.int64, size=num_steps if collect else 0)
         loss_sum = tf.constant(0.0, tf.float32)
+        input_wait = tf.constant(0.0, tf.float64)
         for i in tf.range(num_steps):
-            per_example, ids, loss = self.strategy.run(self._train_step, args=(next(iterator),))
+            # The time blocked on the iterator, as the TF profiler counts input wait: near zero
+            # while the prefetch buffer holds a batch, the shortfall of upstream otherwise.
+            start = tf.timestamp()
+            with tf.control_dependencies([start]):
+                batch = next(iterator)
+            with tf.control_dependencies(tf.nest.flatten(batch, expand_composites=True)):
+                input_wait += tf.timestamp() - start
+            per_example, ids, loss = self.strategy.run(self._train_step, args=(batch,))
             loss_sum += tf.cast(
                 self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None), tf.float32
             )
@@ -317,23 +325,26 @@ class Trainer(tf.Module):
                 ids_array = ids_array.write(i, self.strategy.gather(ids, axis=0))
         mean_loss = loss_sum / tf.cast(num_steps, tf.float32)
         if collect:
-            return mean_loss, ids_array.stack(), losses_array.stack()
-        return mean_loss, None, None
+            return mean_loss, input_wait, ids_array.stack(), losses_array.stack()
+        return mean_loss, input_wait, None, None
 
     def train(self, num_steps: int) -> dict[str, float]:
         """Runs ``num_steps`` train steps in one ``tf.function`` call, then calls feedback.
 
         Returns:
-          ``{"train_loss": mean of the steps' mean losses}``.
+          ``{"train_loss": mean of the steps' mean losses, "input_wait_seconds": time the
+          steps spent waiting for the input iterator, summed}``.
         """
         if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps <= 0:
             raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
-        mean_loss, ids, losses = self._train_loop(self.iterator, tf.constant(num_steps, tf.int32))
+        mean_loss, input_wait, ids, losses = self._train_loop(
+            self.iterator, tf.constant(num_steps, tf.int32)
+        )
         if self.feedback:
             step = int(self.step.numpy())
             for callback in self.feedback:
                 callback(ids, losses, step)
-        return {"train_loss": float(mean_loss)}
+        return {"train_loss": float(mean_loss), "input_wait_seconds": float(input_wait)}
 
     # ------------------------------------------------------------------------------------ eval
 

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import keras
 import numpy as np
@@ -212,3 +213,67 @@ def test_per_replica_batches_keeps_an_endless_stream_endless(repeat, infinite):
     )
     cardinality = dataset_fn(context).cardinality()
     assert (int(cardinality) == tf.data.INFINITE_CARDINALITY) is infinite
+
+
+class _SleepyModel(keras.Model):
+    """A linear model whose every call also sleeps ``seconds``: a step with known compute."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+        self.dense = keras.layers.Dense(3)
+
+    def call(self, inputs, training=False):
+        slept = tf.py_function(lambda: time.sleep(self.seconds) or 0.0, [], tf.float32)
+        slept = tf.ensure_shape(slept, [])
+        return self.dense(inputs) + 0.0 * slept
+
+
+def _sleep_per_batch(seconds):
+    def sleep(batch):
+        slept = tf.ensure_shape(
+            tf.py_function(lambda: time.sleep(seconds) or 0.0, [], tf.float32), []
+        )
+        return {**batch, "inputs": batch["inputs"] + 0.0 * slept}
+
+    return sleep
+
+
+@pytest.mark.parametrize(
+    ("upstream_sleep", "compute_sleep", "low", "high"),
+    [
+        # Upstream needs 40 ms a batch, the step almost nothing: nearly all of it is input wait.
+        (0.04, 0.0, 0.7, 1.0),
+        # Batches come from memory, the step needs 40 ms: next(iterator) barely waits.
+        (0.0, 0.04, 0.0, 0.2),
+    ],
+)
+def test_train_measures_the_time_blocked_on_the_input_iterator(
+    upstream_sleep, compute_sleep, low, high
+):
+    keras.utils.set_random_seed(0)
+    model = (
+        _SleepyModel(compute_sleep)
+        if compute_sleep
+        else models.build_model("mnist1d_mlp", (40,), 3)
+    )
+    model(tf.zeros([1, 40]))  # builds its variables before the optimizer's slots
+    trainer = loop.Trainer(
+        model=model,
+        optimizer=keras.optimizers.SGD(0.1),
+        train_dataset_fn=loop.per_replica_batches(
+            lambda: (
+                tf.data.Dataset.from_tensor_slices(_examples())
+                .repeat()
+                .batch(BATCH, drop_remainder=True)
+                .map(_sleep_per_batch(upstream_sleep) if upstream_sleep else lambda batch: batch)
+            ),
+            global_batch_size=BATCH,
+        ),
+    )
+    trainer.train(2)  # traces
+    start = time.perf_counter()
+    result = trainer.train(20)
+    loop_seconds = time.perf_counter() - start
+    # Bounds on the share of the loop, not on times: load slows both sides alike.
+    assert low <= result["input_wait_seconds"] / loop_seconds <= high
