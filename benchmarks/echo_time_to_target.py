@@ -26,11 +26,12 @@ training, so this is the training binary's own code path):
 Variants: the baseline (e = 1), example echoing before augmentation, after augmentation and batch
 echoing after batching, e in ``--factors``, each without and with a shuffle buffer after echo
 (``--buffer`` examples; ``--buffer // batch_size`` batches for batch echoing), and
-``echo=auto`` (``echoing.AutoEcho``, max factor ``--max-echo``). Every run stops at the first
-evaluation reaching ``--target``, except the "final accuracy" runs (baseline and each insertion
-point at ``--final-factor`` without shuffle), which continue to ``--final-fresh`` fresh examples
-so their final accuracy can be compared. Evaluations happen every ``--eval-every`` fresh batches
-(every ``eval_every * e`` steps), so all variants are judged at the same fresh-data granularity.
+``echo=auto`` (``echoing.AutoEcho`` at ``--auto-insert``, max factor ``--max-echo``). Every run
+stops at the first evaluation reaching ``--target``, except the "final accuracy" runs (baseline
+and each insertion point at ``--final-factor`` without shuffle), which continue to
+``--final-fresh`` fresh examples so their final accuracy can be compared. Evaluations happen
+every ``--eval-every`` fresh batches (every ``eval_every * e`` steps), so all fixed variants are
+judged at the same fresh-data granularity; AutoEcho evaluates every ``2 * eval_every`` steps.
 
 R is measured by the trainer itself (t_up: the input pipeline alone, t_down: a train step on a
 cached batch) in the baseline runs. Seeds: ``--seeds`` (3 by default, the fewest that give a
@@ -191,9 +192,11 @@ def run_one(scenario: Scenario, variant: dict, seed: int, args) -> dict:
     factor = variant["factor"]
     if variant["variant"] == "auto":
         config.auto_echo_max_factor = float(args.max_echo)
-        config.data.echo_insert = "after_augment"
-        config.timing_steps = args.timing_steps  # AutoEcho measures t_down before training
-        config.eval_every_steps = args.eval_every * 4
+        config.data.echo_insert = args.auto_insert
+        # The factor is unknown in advance: evaluate every 2 * eval_every steps, which at the
+        # factors AutoEcho settles at (2-8) is between the baseline's and e = 4's granularity
+        # in fresh examples; each evaluation is on the clock.
+        config.eval_every_steps = args.eval_every * 2
     else:
         config.data.echo = float(factor)
         if variant["variant"] != "baseline":
@@ -244,6 +247,7 @@ def run_one(scenario: Scenario, variant: dict, seed: int, args) -> dict:
             for record in records
         ]
         row["factor"] = records[-1]["echo_factor"] if records else None
+        row["auto_insert"] = config.data.echo_insert
     return row
 
 
@@ -415,6 +419,7 @@ def main() -> None:
     parser.add_argument("--cpu-rounds", type=int, default=200)
     parser.add_argument("--max-echo", type=float, default=8.0)
     parser.add_argument("--no-auto", dest="auto", action="store_false")
+    parser.add_argument("--auto-insert", default="after_batch", choices=INSERTIONS)
     parser.add_argument("--eval-every", type=int, default=25, help="fresh batches per eval")
     parser.add_argument("--warmup-steps", type=int, default=50)
     parser.add_argument("--timing-steps", type=int, default=30)

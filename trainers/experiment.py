@@ -108,7 +108,8 @@ def default_config() -> ml_collections.ConfigDict:
     config.pgd_top_ratio = 0.1
     config.pgd_renew_ratio = 0.9
     # > 0: an AutoEcho stage at data.echo_insert moves the echo factor within [1, this] after
-    # every inner loop from the measured input wait (needs timing_steps >= 1 and data.echo = 1).
+    # every inner loop (steps_per_loop steps) from the input wait measured in it (needs
+    # data.echo = 1).
     config.auto_echo_max_factor = 0.0
     # Train steps (and batches per timing) of `python -m trainers.train --diagnose`.
     config.diagnose_steps = 300
@@ -212,11 +213,6 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
         raise ValueError(
             f"config auto_echo_max_factor={auto} sets the echo factor itself; set data.echo=1 "
             f"(got {resolved.data.echo!r}) or auto_echo_max_factor=0."
-        )
-    if auto and resolved.timing_steps < 1:
-        raise ValueError(
-            "config auto_echo_max_factor needs timing_steps >= 1 (the train step is timed on a "
-            "cached batch before training), got timing_steps=0."
         )
     if resolved.pgd and (resolved.assist or auto or resolved.data.echo != 1):
         raise ValueError(
@@ -349,14 +345,6 @@ def run(
     step = int(trainer.step.numpy())
     if restored:
         print(f"Resumed from {restored} at step {step}.", file=sys.stderr)
-    compute_seconds = None
-    if extras.auto_echo is not None:
-        # t_down for AutoEcho: the train step alone, on a cached batch, before training. Part
-        # of what AutoEcho costs, so it is on the training clock.
-        start = time.perf_counter()
-        compute_seconds = _downstream_seconds(config, datasets, strategy)
-        clock.seconds.assign_add(time.perf_counter() - start)
-
     evaluation = {}
     with contextlib.ExitStack() as cleanup, metrics_writer.MetricsWriter(workdir) as writer:
         if extras.learner is not None:
@@ -388,7 +376,7 @@ def run(
                 if not first_loop:
                     extras.auto_echo.observe(
                         step_seconds=loop_seconds / (boundary - step),
-                        compute_seconds=compute_seconds,
+                        input_wait_seconds=result["input_wait_seconds"] / (boundary - step),
                     )
                     scalars["input_wait_fraction"] = extras.auto_echo.last_wait_fraction
                 scalars["echo_factor"] = float(extras.auto_echo.factor.numpy())
@@ -669,14 +657,18 @@ def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
         strategy=strategy,
         jit_compile=config.jit_compile,
     )
-    t_step = timing.seconds_per_step(trainer.train, num_steps=steps)
+    trainer.train(3)  # traces
+    start = time.perf_counter()
+    input_wait = trainer.train(steps)["input_wait_seconds"]
+    t_step = (time.perf_counter() - start) / steps
     result = {
         "steps": steps,
         "upstream_seconds_per_step": t_up,
         "unaugmented_upstream_seconds_per_step": t_plain,
         "downstream_seconds_per_step": t_down,
         "train_seconds_per_step": t_step,
-        "input_wait_fraction": max(0.0, 1.0 - t_down / t_step),
+        # Measured in the loop (time blocked on the iterator), as AutoEcho sees it.
+        "input_wait_fraction": min(1.0, input_wait / steps / t_step),
         **timing.recommend_echo(
             upstream_seconds=t_up,
             downstream_seconds=t_down,
