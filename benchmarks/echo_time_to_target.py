@@ -31,7 +31,9 @@ stops at the first evaluation reaching ``--target``, except the "final accuracy"
 and each insertion point at ``--final-factor`` without shuffle), which continue to
 ``--final-fresh`` fresh examples so their final accuracy can be compared. Evaluations happen
 every ``--eval-every`` fresh batches (every ``eval_every * e`` steps), so all fixed variants are
-judged at the same fresh-data granularity; AutoEcho evaluates every ``2 * eval_every`` steps.
+judged at the same fresh-data granularity; AutoEcho evaluates after the inner loop
+(``eval_every // 4`` steps) in which the fresh examples cross each multiple of ``eval_every``
+batches.
 
 R is measured by the trainer itself (t_up: the input pipeline alone, t_down: a train step on a
 cached batch) in the baseline runs. Seeds: ``--seeds`` (3 by default, the fewest that give a
@@ -193,10 +195,9 @@ def run_one(scenario: Scenario, variant: dict, seed: int, args) -> dict:
     if variant["variant"] == "auto":
         config.auto_echo_max_factor = float(args.max_echo)
         config.data.echo_insert = args.auto_insert
-        # The factor is unknown in advance: evaluate every 2 * eval_every steps, which at the
-        # factors AutoEcho settles at (2-8) is between the baseline's and e = 4's granularity
-        # in fresh examples; each evaluation is on the clock.
-        config.eval_every_steps = args.eval_every * 2
+        # The factor changes as it runs: evaluate by fresh examples (every eval_every fresh
+        # batches, as the fixed variants), after the inner loop that crosses each multiple.
+        config.eval_every_fresh_examples = args.eval_every * args.batch_size
     else:
         config.data.echo = float(factor)
         if variant["variant"] != "baseline":
@@ -212,13 +213,15 @@ def run_one(scenario: Scenario, variant: dict, seed: int, args) -> dict:
     config.steps_per_loop = config.eval_every_steps
     if variant["variant"] == "auto":
         # AutoEcho observes once per inner loop (the first, which traces, is not observed):
-        # short loops let it settle early in a run.
-        config.steps_per_loop = max(1, args.eval_every // 2)
+        # short loops let it settle early in a run, and evaluations land close to each mark.
+        config.steps_per_loop = max(1, args.eval_every // 4)
     # Every run of a variant has the same schedule horizon (the --final-fresh budget, in steps),
     # so the learning-rate schedule per fresh example is the same whether a run stops at the
     # target or goes on to measure the final accuracy.
     config.num_steps = args.final_fresh * (factor or args.final_factor) // args.batch_size
-    config.num_steps -= config.num_steps % config.eval_every_steps
+    config.num_steps -= config.num_steps % config.steps_per_loop
+    if variant["variant"] == "auto":
+        config.eval_every_steps = config.num_steps  # by fresh examples, see above
     config.stop_at_target = not variant["final"]
     workdir = tempfile.mkdtemp(prefix="run_")
     start = time.perf_counter()

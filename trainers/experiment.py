@@ -71,6 +71,10 @@ def default_config() -> ml_collections.ConfigDict:
     # Train steps per tf.function call (and per progress/feedback update).
     config.steps_per_loop = 100
     config.eval_every_steps = 200
+    # > 0: also evaluate after each inner loop in which the fresh-example count crosses a
+    # multiple of this. With a changing echo factor (AutoEcho) steps are no fixed measure of
+    # fresh data; this judges runs at the same fresh-data granularity.
+    config.eval_every_fresh_examples = 0
     config.checkpoint_every_steps = 200
     config.max_checkpoints_to_keep = 2
     # Save the tf.data iterator's position (and shuffle buffers) in checkpoints, so a resumed
@@ -146,6 +150,7 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     _check_int("max_checkpoints_to_keep", resolved.max_checkpoints_to_keep, minimum=1)
     _check_int("warmup_steps", resolved.warmup_steps, minimum=0)
     _check_int("timing_steps", resolved.timing_steps, minimum=0)
+    _check_int("eval_every_fresh_examples", resolved.eval_every_fresh_examples, minimum=0)
     _check_int("seed", resolved.seed, minimum=0)
     if resolved.warmup_steps >= resolved.num_steps:
         raise ValueError(
@@ -359,6 +364,7 @@ def run(
             file=sys.stderr,
         )
         first_loop = True
+        fresh_evaluated = int(counts.fresh.value())
         while step < config.num_steps and not _stopped_at_target(config, clock):
             boundary = min(
                 _next_multiple(step, config.steps_per_loop),
@@ -390,7 +396,11 @@ def run(
                         for key, value in extras.table.statistics(step).items()
                     }
                 )
-            if step % config.eval_every_steps == 0 or step == config.num_steps:
+            fresh = int(counts.fresh.value())
+            every_fresh = config.eval_every_fresh_examples
+            fresh_due = every_fresh and fresh // every_fresh > fresh_evaluated // every_fresh
+            if step % config.eval_every_steps == 0 or step == config.num_steps or fresh_due:
+                fresh_evaluated = fresh
                 start = time.perf_counter()
                 evaluation = trainer.evaluate()
                 # Evaluation is part of the cost of reaching the target, so it is on the clock.

@@ -59,3 +59,34 @@ def test_auto_echo_factor_is_logged_each_loop_within_bounds(
 def test_bad_auto_echo_arguments_are_refused(argument, message, mnist1d_config_path):
     with pytest.raises(ValueError, match=message):
         experiment.resolve_config(mnist1d_config(mnist1d_config_path, argument))
+
+
+def test_eval_every_fresh_examples_evaluates_when_a_multiple_is_crossed(
+    mnist1d_config_path, data_dir, tmp_path
+):
+    config = mnist1d_config(mnist1d_config_path, "echo=auto,insert=after_batch,smoke")
+    config.data.data_dir = data_dir
+    config.progress_bar = False
+    config.num_steps, config.steps_per_loop = 60, 5
+    config.eval_every_steps = config.checkpoint_every_steps = 60  # only the last step by steps
+    every = 7 * config.data.batch_size  # more than one loop's fresh data (5 batches or fewer)
+    config.eval_every_fresh_examples = every
+    workdir = str(tmp_path)
+    experiment.run(config, workdir)
+
+    records = metrics_writer.read_metrics(workdir)
+    evaluated = [r for r in records if "eval_accuracy" in r]
+    assert 2 <= len(evaluated) < len(records)  # some loops are evaluated, not all
+    last = 0
+    for record in records:
+        crossed = record["fresh_examples"] // every > last // every
+        assert ("eval_accuracy" in record) == (crossed or record["step"] == 60), record
+        if "eval_accuracy" in record:
+            last = record["fresh_examples"]
+
+
+def test_eval_every_fresh_examples_must_be_a_non_negative_int(mnist1d_config_path):
+    config = mnist1d_config(mnist1d_config_path, "smoke")
+    config.eval_every_fresh_examples = -1
+    with pytest.raises(ValueError, match="eval_every_fresh_examples must be >= 0, got -1"):
+        experiment.resolve_config(config)
