@@ -27,22 +27,27 @@ def test_a_live_factor_must_be_a_float_scalar():
         echo(tf.Variable([1.0, 2.0]))
 
 
-def _simulate(auto, upstream_seconds, compute_seconds, *, steps=40, noise=0.0, seed=0):
-    """A pipelined loop: a step takes max(t_up / e, t_down) and waits for input for the rest.
+def _simulate(auto, upstream_seconds, compute_seconds, *, loops=40, noise=0.0, seed=0):
+    """A pipelined loop of 20-step inner loops: a step takes max(t_up / e, t_down) and waits
+    for input for the rest.
 
-    With ``noise``, each step's upstream and compute times vary uniformly by ± ``noise``.
-    ``upstream_seconds`` may be a function of the observation index (upstream changing speed).
+    With ``noise``, each loop's upstream and compute times vary uniformly by ± ``noise``.
+    ``upstream_seconds`` may be a function of the loop index (upstream changing speed).
     """
     rng = np.random.default_rng(seed)
     factors = []
-    for index in range(steps):
+    for index in range(loops):
         factor = float(auto.factor.numpy())
         upstream = upstream_seconds(index) if callable(upstream_seconds) else upstream_seconds
         upstream *= (1 + noise * rng.uniform(-1, 1)) / factor
         compute = compute_seconds * (1 + noise * rng.uniform(-1, 1))
         step_seconds = max(upstream, compute)
         factors.append(
-            auto.observe(step_seconds=step_seconds, input_wait_seconds=step_seconds - compute)
+            auto.observe(
+                seconds=20 * step_seconds,
+                input_wait_seconds=20 * (step_seconds - compute),
+                steps=20,
+            )
         )
     return factors
 
@@ -50,8 +55,8 @@ def _simulate(auto, upstream_seconds, compute_seconds, *, steps=40, noise=0.0, s
 @pytest.mark.parametrize(
     "upstream_seconds,low,high",
     [
-        (0.040, 3.6, 4.0),  # R = 4: settles just under R (the wait left is under 10%)
-        (0.060, 5.4, 6.0),  # R = 6
+        (0.040, 3.4, 4.0),  # R = 4: settles just under R (where about 10% of the time waits)
+        (0.060, 5.1, 6.0),  # R = 6
         (0.200, 8.0, 8.0),  # R = 20: clipped at max_factor
         (0.005, 1.0, 1.0),  # not input-bound: stays at 1, echo costs nothing
         (0.0105, 1.0, 1.05),  # R = 1.05: a 5% wait is not worth echo
@@ -66,7 +71,7 @@ def test_controller_moves_the_factor_towards_r(upstream_seconds, low, high):
 
 def test_controller_reaches_r_within_a_few_observations():
     auto = echoing.AutoEcho(max_factor=8.0)
-    factors = _simulate(auto, 0.060, 0.010, steps=6)  # R = 6
+    factors = _simulate(auto, 0.060, 0.010, loops=6)  # R = 6
     assert factors[0] == pytest.approx(3.5)  # halfway to the first estimate, R itself
     assert factors[3] >= 5.4
 
@@ -75,14 +80,14 @@ def test_controller_reaches_r_within_a_few_observations():
 @pytest.mark.parametrize(
     "upstream_seconds,low,high",
     [
-        (0.040, 3.0, 4.6),  # R = 4: within 25% under and 15% over (the noise is ±16%)
-        (0.060, 4.5, 6.9),  # R = 6
+        (0.040, 2.9, 4.4),  # R = 4: within 28% under and 10% over (the noise is ±16%)
+        (0.060, 4.3, 6.6),  # R = 6
         (0.005, 1.0, 1.0),  # not input-bound: noise alone never echoes
     ],
 )
 def test_controller_is_steady_under_timing_noise(upstream_seconds, low, high, seed):
     auto = echoing.AutoEcho(max_factor=8.0)
-    factors = _simulate(auto, upstream_seconds, 0.010, steps=60, noise=0.08, seed=seed)
+    factors = _simulate(auto, upstream_seconds, 0.010, loops=60, noise=0.08, seed=seed)
     settled = factors[-20:]
     assert low <= min(settled) and max(settled) <= high
 
@@ -95,16 +100,47 @@ def test_controller_follows_upstream_changing_speed():
     def upstream(index):
         return phases[max(start for start in phases if start <= index)]
 
-    factors = _simulate(auto, upstream, 0.010, steps=120)
-    assert 5.4 <= factors[29] <= 6.0
-    assert min(factors[80:90]) >= 1.8 and max(factors[80:90]) <= 2.0
-    assert 3.6 <= factors[-1] <= 4.0
+    factors = _simulate(auto, upstream, 0.010, loops=120)
+    assert 5.1 <= factors[29] <= 6.0
+    assert min(factors[80:90]) >= 1.7 and max(factors[80:90]) <= 2.0
+    assert 3.4 <= factors[-1] <= 4.0
+
+
+def _bursty(auto, *, burst_batches, period, compute_seconds, loops=600, steps=20):
+    """Upstream delivers ``burst_batches`` fresh batches at once every ``period`` seconds (a
+    reader fetching big blocks); returns (end time, factor) of each inner loop."""
+    now, buffered, next_burst, trace = 0.0, float(burst_batches), period, []
+    for _ in range(loops):
+        factor, start, wait = float(auto.factor.numpy()), now, 0.0
+        for _ in range(steps):
+            while next_burst <= now:
+                buffered, next_burst = buffered + burst_batches, next_burst + period
+            while buffered < 1.0 / factor:  # blocked until the next burst
+                wait, now = wait + next_burst - now, next_burst
+                buffered, next_burst = buffered + burst_batches, next_burst + period
+            buffered -= 1.0 / factor
+            now += compute_seconds
+        auto.observe(seconds=now - start, input_wait_seconds=wait, steps=steps)
+        trace.append((now, factor))
+    return np.array(trace)
+
+
+def test_controller_averages_a_bursty_upstream_to_its_mean_rate():
+    auto = echoing.AutoEcho(max_factor=8.0)
+    # 100 batches every 4 s: 40 ms per fresh batch on average, R = 4, in bursts that last
+    # about 20 inner loops, so loops alternate between long stalls and no wait at all.
+    trace = _bursty(auto, burst_batches=100, period=4.0, compute_seconds=0.010)
+    ends, factors = trace[:, 0], trace[:, 1]
+    durations = np.diff(ends, prepend=0.0)
+    late = ends > ends[-1] / 2
+    mean_factor = np.sum(factors[late] * durations[late]) / np.sum(durations[late])
+    assert 3.4 <= mean_factor <= 4.6
 
 
 def test_controller_decays_to_one_when_input_stops_being_the_bottleneck():
     auto = echoing.AutoEcho(initial_factor=4.0, decay=0.5)
     for _ in range(30):
-        auto.observe(step_seconds=0.01, input_wait_seconds=0.0)
+        auto.observe(seconds=1.0, input_wait_seconds=0.0, steps=10)
     assert float(auto.factor.numpy()) == pytest.approx(1.0, abs=1e-6)
     assert auto.last_wait_fraction == 0.0
 
@@ -132,19 +168,21 @@ def test_bad_controller_arguments(kwargs, error, message):
 
 
 @pytest.mark.parametrize(
-    ("step_seconds", "input_wait_seconds", "message"),
+    ("seconds", "input_wait_seconds", "steps", "message"),
     [
-        (0.0, 0.0, r"step_seconds must be > 0, got 0\.0"),
-        (float("nan"), 0.0, r"step_seconds must be > 0, got nan"),
-        (0.01, -0.001, r"input_wait_seconds must be in \[0, step_seconds=0\.01\], got -0\.001"),
-        (0.01, 0.02, r"input_wait_seconds must be in \[0, step_seconds=0\.01\], got 0\.02"),
-        (0.01, float("nan"), r"got nan"),
+        (0.0, 0.0, 1, r"seconds must be > 0, got 0\.0"),
+        (float("nan"), 0.0, 1, r"seconds must be > 0, got nan"),
+        (0.01, -0.001, 1, r"input_wait_seconds must be in \[0, seconds=0\.01\], got -0\.001"),
+        (0.01, 0.02, 1, r"input_wait_seconds must be in \[0, seconds=0\.01\], got 0\.02"),
+        (0.01, float("nan"), 1, r"got nan"),
+        (0.01, 0.0, 0, r"steps must be an int >= 1, got 0"),
+        (0.01, 0.0, 2.5, r"steps must be an int >= 1, got 2\.5"),
     ],
 )
-def test_observe_rejects_impossible_times(step_seconds, input_wait_seconds, message):
+def test_observe_rejects_impossible_measurements(seconds, input_wait_seconds, steps, message):
     auto = echoing.AutoEcho(initial_factor=2.0)
     with pytest.raises(ValueError, match=message):
-        auto.observe(step_seconds=step_seconds, input_wait_seconds=input_wait_seconds)
+        auto.observe(seconds=seconds, input_wait_seconds=input_wait_seconds, steps=steps)
     assert float(auto.factor.numpy()) == 2.0  # a refused observation changes nothing
 
 
