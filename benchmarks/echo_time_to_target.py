@@ -32,8 +32,8 @@ and each insertion point at ``--final-factor`` without shuffle), which continue 
 ``--final-fresh`` fresh examples so their final accuracy can be compared. Evaluations happen
 every ``--eval-every`` fresh batches (every ``eval_every * e`` steps), so all fixed variants are
 judged at the same fresh-data granularity; AutoEcho evaluates after the inner loop
-(``eval_every // 4`` steps) in which the fresh examples cross each multiple of ``eval_every``
-batches.
+(``eval_every // 4`` steps) in which the fresh examples it consumed (batch / factor per step)
+cross each multiple of ``eval_every`` batches.
 
 R is measured by the trainer itself (t_up: the input pipeline alone, t_down: a train step on a
 cached batch) in the baseline runs. Seeds: ``--seeds`` (3 by default, the fewest that give a
@@ -195,8 +195,8 @@ def run_one(scenario: Scenario, variant: dict, seed: int, args) -> dict:
     if variant["variant"] == "auto":
         config.auto_echo_max_factor = float(args.max_echo)
         config.data.echo_insert = args.auto_insert
-        # The factor changes as it runs: evaluate by fresh examples (every eval_every fresh
-        # batches, as the fixed variants), after the inner loop that crosses each multiple.
+        # The factor changes as it runs: evaluate by fresh examples consumed (every eval_every
+        # fresh batches, as the fixed variants), after the inner loop that crosses each multiple.
         config.eval_every_fresh_examples = args.eval_every * args.batch_size
     else:
         config.data.echo = float(factor)

@@ -71,7 +71,8 @@ def default_config() -> ml_collections.ConfigDict:
     # Train steps per tf.function call (and per progress/feedback update).
     config.steps_per_loop = 100
     config.eval_every_steps = 200
-    # > 0: also evaluate after each inner loop in which the fresh-example count crosses a
+    # > 0: also evaluate after each inner loop in which the fresh examples training has consumed
+    # (batch_size / echo factor per step, counted from the start of the process) cross a
     # multiple of this. With a changing echo factor (AutoEcho) steps are no fixed measure of
     # fresh data; this judges runs at the same fresh-data granularity.
     config.eval_every_fresh_examples = 0
@@ -219,6 +220,12 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
             f"config auto_echo_max_factor={auto} sets the echo factor itself; set data.echo=1 "
             f"(got {resolved.data.echo!r}) or auto_echo_max_factor=0."
         )
+    if resolved.eval_every_fresh_examples and (resolved.assist or resolved.pgd):
+        raise ValueError(
+            "config eval_every_fresh_examples counts fresh examples as batch_size / echo factor "
+            "per step, which does not hold when the Assistant filters or PGD selects batches; "
+            "set it to 0 and use eval_every_steps."
+        )
     if resolved.pgd and (resolved.assist or auto or resolved.data.echo != 1):
         raise ValueError(
             "config pgd=True draws batches from a priority table, not from the input pipeline; "
@@ -364,7 +371,9 @@ def run(
             file=sys.stderr,
         )
         first_loop = True
-        fresh_evaluated = int(counts.fresh.value())
+        # Fresh examples consumed, and consumed at the last evaluation (eval_every_fresh_examples):
+        # the fresh meter counts what entered the pipeline, which runs ahead by its buffers.
+        consumed = consumed_at_eval = 0.0
         while step < config.num_steps and not _stopped_at_target(config, clock):
             boundary = min(
                 _next_multiple(step, config.steps_per_loop),
@@ -372,6 +381,12 @@ def run(
                 _next_multiple(step, config.checkpoint_every_steps),
                 config.num_steps,
             )
+            factor = (
+                float(extras.auto_echo.factor.numpy())
+                if extras.auto_echo is not None
+                else float(config.data.echo)
+            )
+            consumed += (boundary - step) * config.data.batch_size / factor
             start = time.perf_counter()
             result = trainer.train(boundary - step)
             loop_seconds = time.perf_counter() - start
@@ -381,8 +396,9 @@ def run(
                 # The first call of a process traces the loop: its time says nothing of input.
                 if not first_loop:
                     extras.auto_echo.observe(
-                        step_seconds=loop_seconds / (boundary - step),
-                        input_wait_seconds=result["input_wait_seconds"] / (boundary - step),
+                        seconds=loop_seconds,
+                        input_wait_seconds=result["input_wait_seconds"],
+                        steps=boundary - step,
                     )
                     scalars["input_wait_fraction"] = extras.auto_echo.last_wait_fraction
                 scalars["echo_factor"] = float(extras.auto_echo.factor.numpy())
@@ -396,11 +412,10 @@ def run(
                         for key, value in extras.table.statistics(step).items()
                     }
                 )
-            fresh = int(counts.fresh.value())
-            every_fresh = config.eval_every_fresh_examples
-            fresh_due = every_fresh and fresh // every_fresh > fresh_evaluated // every_fresh
+            every = config.eval_every_fresh_examples
+            fresh_due = every and consumed // every > consumed_at_eval // every
             if step % config.eval_every_steps == 0 or step == config.num_steps or fresh_due:
-                fresh_evaluated = fresh
+                consumed_at_eval = consumed
                 start = time.perf_counter()
                 evaluation = trainer.evaluate()
                 # Evaluation is part of the cost of reaching the target, so it is on the clock.

@@ -67,7 +67,9 @@ def test_summary_means_spreads_and_speedups(load_benchmark):
 
 
 def test_notebook_draws_the_results_without_training(quick_results, execute_notebook):
-    outputs = execute_notebook("echoing", ECHO_RESULTS=quick_results)
+    outputs = execute_notebook(
+        "echoing", ECHO_RESULTS=quick_results, ECHO_AUTO_RESULTS=quick_results
+    )
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum(1 for o in outputs if o.get("data", {}).get("image/png")) >= 2
     text = "".join(o.get("text", "") for o in outputs)

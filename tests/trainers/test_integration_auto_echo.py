@@ -77,16 +77,23 @@ def test_eval_every_fresh_examples_evaluates_when_a_multiple_is_crossed(
     records = metrics_writer.read_metrics(workdir)
     evaluated = [r for r in records if "eval_accuracy" in r]
     assert 2 <= len(evaluated) < len(records)  # some loops are evaluated, not all
-    last = 0
+    # Fresh examples consumed: batch / factor per step, at the factor set before each loop.
+    consumed = consumed_at_eval = 0.0
+    factor, step = 1.0, 0
     for record in records:
-        crossed = record["fresh_examples"] // every > last // every
+        consumed += (record["step"] - step) * config.data.batch_size / factor
+        factor, step = record["echo_factor"], record["step"]
+        crossed = consumed // every > consumed_at_eval // every
         assert ("eval_accuracy" in record) == (crossed or record["step"] == 60), record
         if "eval_accuracy" in record:
-            last = record["fresh_examples"]
+            consumed_at_eval = consumed
 
 
-def test_eval_every_fresh_examples_must_be_a_non_negative_int(mnist1d_config_path):
+def test_bad_eval_every_fresh_examples_is_refused(mnist1d_config_path):
     config = mnist1d_config(mnist1d_config_path, "smoke")
     config.eval_every_fresh_examples = -1
     with pytest.raises(ValueError, match="eval_every_fresh_examples must be >= 0, got -1"):
+        experiment.resolve_config(config)
+    config.eval_every_fresh_examples, config.assist = 128, True
+    with pytest.raises(ValueError, match="does not hold when the Assistant filters"):
         experiment.resolve_config(config)
