@@ -36,7 +36,8 @@ import tempfile
 import threading
 import time
 import uuid
-from unittest import mock
+
+from pipelines.sources import gcs_emulator
 
 LIMITERS = ("netns+tbf", "in-process")
 _EMULATOR_PORT = 9023
@@ -92,11 +93,7 @@ class ThrottledBucket:
                 self._start_in_namespace()
             else:
                 self._start_behind_proxy()
-            environment = {
-                "STORAGE_EMULATOR_HOST": self.emulator_host,
-                "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
-            }
-            self._exit.enter_context(mock.patch.dict(os.environ, environment))
+            self._exit.enter_context(gcs_emulator.client_environment(self.emulator_host))
         except BaseException:
             self._exit.close()
             raise

@@ -2,11 +2,9 @@
 
 Example::
 
-    import os
     from pipelines.sources import gcs_emulator, tfrecord
 
-    with gcs_emulator.running() as host:  # "http://127.0.0.1:<free port>"
-        os.environ["STORAGE_EMULATOR_HOST"] = host
+    with gcs_emulator.running() as host, gcs_emulator.client_environment(host):
         tfrecord.gcs_filesystem().mkdir("bucket")
         # ... write and read gs://bucket/... through pipelines.sources.tfrecord ...
 
@@ -27,9 +25,11 @@ from __future__ import annotations
 import contextlib
 import email.message
 import json
+import os
 import socket
 import sys
 from collections.abc import Iterator
+from unittest import mock
 
 
 def byte_exact_uploads() -> None:
@@ -89,6 +89,26 @@ def _headers_and_payload(part: bytes, newline: bytes) -> tuple[email.message.Mes
     """A part after its delimiter: the line break ending the delimiter, headers, blank line."""
     head, _, payload = part[len(newline) :].partition(newline + newline)
     return email.message_from_bytes(head + b"\n\n"), payload
+
+
+@contextlib.contextmanager
+def client_environment(host: str) -> Iterator[None]:
+    """Points this process's gcsfs at the emulator at ``host`` while inside; restores on exit.
+
+    Sets ``STORAGE_EMULATOR_HOST``, and turns off gcsfs's experimental zonal/HNS bucket probe,
+    which waits ~60 s per bucket against an emulator; both before gcsfs is first imported
+    (``pipelines`` imports it lazily). On exit, gcsfs's cached listings are dropped, so a later
+    emulator's objects are not shadowed by this one's.
+    """
+    environment = {"STORAGE_EMULATOR_HOST": host, "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
+    with mock.patch.dict(os.environ, environment):
+        try:
+            yield
+        finally:
+            if "gcsfs" in sys.modules:
+                from pipelines.sources import gcs
+
+                gcs.filesystem().invalidate_cache()
 
 
 @contextlib.contextmanager

@@ -12,11 +12,7 @@ NUM_TRAIN, NUM_EVAL, NUM_CLASSES = 20, 6, 4
 @pytest.fixture(scope="module")
 def bucket():
     """A bucket with train/eval TFRecord shards on an emulator this fixture starts and stops."""
-    with gcs_emulator.running() as host, pytest.MonkeyPatch.context() as patch:
-        # Both before gcsfs is imported (pipelines imports it lazily): the emulator address, and
-        # no experimental bucket probe, which waits ~60 s per bucket against an emulator.
-        patch.setenv("STORAGE_EMULATOR_HOST", host)
-        patch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+    with gcs_emulator.running() as host, gcs_emulator.client_environment(host):
         filesystem = tfrecord.gcs_filesystem()
         filesystem.mkdir("echoing-test")
         inputs = np.random.default_rng(0).normal(size=(NUM_TRAIN + NUM_EVAL, 5)).astype(np.float32)
@@ -30,7 +26,6 @@ def bucket():
         )
         assert len(filesystem.glob("gs://echoing-test/data/train-*.tfrecord")) == 2
         yield {"inputs": inputs, "labels": labels}
-        filesystem.invalidate_cache()
 
 
 def _config(train_files, eval_files="gs://echoing-test/data/eval.tfrecord"):

@@ -115,14 +115,8 @@ class FaultProxy:
 
 @pytest.fixture(scope="module")
 def gcs():
-    with gcs_emulator.running() as emulator_host, pytest.MonkeyPatch.context() as patch:
+    with gcs_emulator.running() as emulator_host:
         proxy = FaultProxy(int(emulator_host.rsplit(":", 1)[1]))
-        # Before gcsfs is imported (pipelines imports it lazily): the address, and no
-        # experimental bucket probe, which waits ~60 s per bucket against an emulator.
-        patch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{proxy.port}")
-        patch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
-        yield proxy
-        from pipelines.sources import gcs as gcs_module
-
-        gcs_module.filesystem().invalidate_cache()
+        with gcs_emulator.client_environment(f"http://127.0.0.1:{proxy.port}"):
+            yield proxy
         proxy.stop()

@@ -59,13 +59,10 @@ def test_split_related_rejects_malformed_bodies(body, content_type, message):
 
 @pytest.fixture(scope="module")
 def filesystem():
-    with gcs_emulator.running() as host, pytest.MonkeyPatch.context() as patch:
-        patch.setenv("STORAGE_EMULATOR_HOST", host)
-        patch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+    with gcs_emulator.running() as host, gcs_emulator.client_environment(host):
         filesystem = tfrecord.gcs_filesystem()
         filesystem.mkdir("exact")
         yield filesystem
-        filesystem.invalidate_cache()
 
 
 @pytest.mark.parametrize("tail", TAILS)
