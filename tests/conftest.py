@@ -10,18 +10,28 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _load_script(path: Path, name: str):
+    """A Python file as a module: benchmarks and configs are scripts, not package members (the
+    way ``config_flags`` loads config files)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="session")
 def load_benchmark():
-    """``load_benchmark("pgd")`` -> ``benchmarks/pgd.py`` as a module (it is a script, not a
-    package member)."""
+    """``load_benchmark("pgd")`` -> ``benchmarks/pgd.py`` as a module."""
+    return lambda name: _load_script(ROOT / "benchmarks" / f"{name}.py", f"{name}_benchmark")
 
-    def load(name: str):
-        spec = importlib.util.spec_from_file_location(
-            f"{name}_benchmark", ROOT / "benchmarks" / f"{name}.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
+
+@pytest.fixture(scope="session")
+def load_config():
+    """``load_config("mnist1d", "echo=2,smoke")`` -> ``configs/mnist1d.py``'s
+    ``get_config("echo=2,smoke")``."""
+
+    def load(name: str, argument: str = ""):
+        return _load_script(ROOT / "configs" / f"{name}.py", f"{name}_config").get_config(argument)
 
     return load
 

@@ -1,6 +1,5 @@
 """configs/data_service.py against a dispatcher + worker this test starts on localhost."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,13 +16,6 @@ REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 CONFIG_PATH = os.path.join(REPOSITORY, "configs", "data_service.py")
 
 
-def _get_config(arg):
-    spec = importlib.util.spec_from_file_location("data_service_config", CONFIG_PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(arg)
-
-
 @pytest.fixture(scope="module")
 def dispatcher():
     server = tf.data.experimental.service.DispatchServer(
@@ -38,8 +30,8 @@ def dispatcher():
 
 
 @pytest.mark.parametrize(("echo", "insert"), [(2, "after_augment"), (3, "after_batch")])
-def test_config_echoes_on_the_trainer_side(dispatcher, data_dir, echo, insert):
-    config = _get_config(f"address={dispatcher},echo={echo},insert={insert},smoke")
+def test_config_echoes_on_the_trainer_side(dispatcher, data_dir, echo, insert, load_config):
+    config = load_config("data_service", f"address={dispatcher},echo={echo},insert={insert},smoke")
     assert config.data.service_address == dispatcher
     config.data.data_dir = data_dir
     counts = meters.EchoMeters()

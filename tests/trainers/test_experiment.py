@@ -1,6 +1,6 @@
 """Tests for trainers.experiment: config checks, resume after a kill, incompatible workdirs."""
 
-import importlib.util
+import functools
 import os
 import signal
 import subprocess
@@ -12,13 +12,6 @@ import pytest
 import tensorflow as tf
 
 from trainers import experiment, metrics_writer
-
-
-def _mnist1d_get_config(path):
-    spec = importlib.util.spec_from_file_location("mnist1d_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config
 
 
 @pytest.mark.parametrize(
@@ -72,7 +65,7 @@ def _wait_for_checkpoint(directory, process, timeout):
 
 
 def test_resume_after_kill_continues_and_other_model_is_refused(
-    tmp_path, data_dir, mnist1d_config_path, capsys
+    tmp_path, data_dir, mnist1d_config_path, load_config, capsys
 ):
     workdir = str(tmp_path / "run")
     checkpoints = os.path.join(workdir, "checkpoints")
@@ -102,7 +95,7 @@ def test_resume_after_kill_continues_and_other_model_is_refused(
     before = metrics_writer.read_metrics(workdir)
     fresh_at_checkpoint = next(r["fresh_examples"] for r in before if r["step"] == saved_step)
 
-    get_config = _mnist1d_get_config(mnist1d_config_path)
+    get_config = functools.partial(load_config, "mnist1d")
     config = get_config("smoke")
     config.num_steps = saved_step + 10
     config.timing_steps = 0
@@ -130,9 +123,9 @@ def test_resume_after_kill_continues_and_other_model_is_refused(
 
 
 def test_mirrored_strategy_run_resumes_without_the_iterator(
-    tmp_path, data_dir, mnist1d_config_path, capsys
+    tmp_path, data_dir, load_config, capsys
 ):
-    get_config = _mnist1d_get_config(mnist1d_config_path)
+    get_config = functools.partial(load_config, "mnist1d")
     config = get_config("smoke")
     config.strategy = "mirrored"
     config.num_steps, config.timing_steps, config.progress_bar = 10, 0, False

@@ -1,18 +1,9 @@
 """configs/mnist1d.py:assist=1 through trainers.experiment.run: filter, learner, checkpoint."""
 
-import importlib.util
-
 import pytest
 import tensorflow as tf
 
 from trainers import experiment, metrics_writer
-
-
-def mnist1d_config(path: str, argument: str):
-    spec = importlib.util.spec_from_file_location("mnist1d_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(argument)
 
 
 @pytest.mark.parametrize(
@@ -23,9 +14,9 @@ def mnist1d_config(path: str, argument: str):
     ],
 )
 def test_assist_filters_trains_the_assistant_and_checkpoints_it(
-    asynchronous, reweight, mnist1d_config_path, data_dir, tmp_path
+    asynchronous, reweight, load_config, data_dir, tmp_path
 ):
-    config = mnist1d_config(mnist1d_config_path, f"assist=1,assist_reweight={int(reweight)},smoke")
+    config = load_config("mnist1d", f"assist=1,assist_reweight={int(reweight)},smoke")
     config.assist_asynchronous = asynchronous
     config.data.data_dir = data_dir
     config.progress_bar, config.timing_steps = False, 0

@@ -1,18 +1,9 @@
 """configs/mnist1d.py:echo=auto through trainers.experiment.run: the factor is logged per loop."""
 
-import importlib.util
-
 import pytest
 import tensorflow as tf
 
 from trainers import experiment, metrics_writer
-
-
-def mnist1d_config(path: str, argument: str):
-    spec = importlib.util.spec_from_file_location("mnist1d_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(argument)
 
 
 @pytest.mark.parametrize(
@@ -23,9 +14,9 @@ def mnist1d_config(path: str, argument: str):
     ],
 )
 def test_auto_echo_factor_is_logged_each_loop_within_bounds(
-    argument, max_factor, mnist1d_config_path, data_dir, tmp_path
+    argument, max_factor, load_config, data_dir, tmp_path
 ):
-    config = mnist1d_config(mnist1d_config_path, argument)
+    config = load_config("mnist1d", argument)
     assert config.auto_echo_max_factor == max_factor
     config.data.data_dir = data_dir
     config.progress_bar = False
@@ -56,15 +47,15 @@ def test_auto_echo_factor_is_logged_each_loop_within_bounds(
         ("echo=2,max_echo=4,smoke", "max_echo needs echo=auto"),
     ],
 )
-def test_bad_auto_echo_arguments_are_refused(argument, message, mnist1d_config_path):
+def test_bad_auto_echo_arguments_are_refused(argument, message, load_config):
     with pytest.raises(ValueError, match=message):
-        experiment.resolve_config(mnist1d_config(mnist1d_config_path, argument))
+        experiment.resolve_config(load_config("mnist1d", argument))
 
 
 def test_eval_every_fresh_examples_evaluates_when_a_multiple_is_crossed(
-    mnist1d_config_path, data_dir, tmp_path
+    load_config, data_dir, tmp_path
 ):
-    config = mnist1d_config(mnist1d_config_path, "echo=auto,insert=after_batch,smoke")
+    config = load_config("mnist1d", "echo=auto,insert=after_batch,smoke")
     config.data.data_dir = data_dir
     config.progress_bar = False
     config.num_steps, config.steps_per_loop = 60, 5
@@ -89,8 +80,8 @@ def test_eval_every_fresh_examples_evaluates_when_a_multiple_is_crossed(
             consumed_at_eval = consumed
 
 
-def test_bad_eval_every_fresh_examples_is_refused(mnist1d_config_path):
-    config = mnist1d_config(mnist1d_config_path, "smoke")
+def test_bad_eval_every_fresh_examples_is_refused(load_config):
+    config = load_config("mnist1d", "smoke")
     config.eval_every_fresh_examples = -1
     with pytest.raises(ValueError, match="eval_every_fresh_examples must be >= 0, got -1"):
         experiment.resolve_config(config)

@@ -1,18 +1,9 @@
 """configs/mnist1d.py:pgd=1 through trainers.experiment.run: priorities measured and logged."""
 
-import importlib.util
-
 import pytest
 import tensorflow as tf
 
 from trainers import experiment, metrics_writer
-
-
-def mnist1d_config(path: str, argument: str):
-    spec = importlib.util.spec_from_file_location("mnist1d_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(argument)
 
 
 @pytest.mark.parametrize(
@@ -23,11 +14,9 @@ def mnist1d_config(path: str, argument: str):
     ],
 )
 def test_pgd_measures_priorities_and_checkpoints_the_table(
-    top_ratio, renew_ratio, mnist1d_config_path, data_dir, tmp_path
+    top_ratio, renew_ratio, load_config, data_dir, tmp_path
 ):
-    config = mnist1d_config(
-        mnist1d_config_path, f"pgd=1,top_ratio={top_ratio},renew_ratio={renew_ratio},smoke"
-    )
+    config = load_config("mnist1d", f"pgd=1,top_ratio={top_ratio},renew_ratio={renew_ratio},smoke")
     config.data.data_dir = data_dir
     config.progress_bar, config.timing_steps = False, 0
     workdir = str(tmp_path)
@@ -52,7 +41,7 @@ def test_pgd_measures_priorities_and_checkpoints_the_table(
     assert any(name.startswith("priority_feedback/") for name in names), names
 
 
-def test_pgd_refuses_echo(mnist1d_config_path):
-    config = mnist1d_config(mnist1d_config_path, "pgd=1,echo=2,smoke")
+def test_pgd_refuses_echo(load_config):
+    config = load_config("mnist1d", "pgd=1,echo=2,smoke")
     with pytest.raises(ValueError, match="pgd=True draws batches from a priority table"):
         experiment.resolve_config(config)

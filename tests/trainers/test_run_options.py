@@ -1,7 +1,5 @@
 """experiment.run options: stop_at_target, and extra train-pipeline insertions."""
 
-import importlib.util
-
 import ml_collections
 import pytest
 
@@ -9,11 +7,8 @@ from echoing import meters
 from trainers import experiment, metrics_writer
 
 
-def _smoke_config(path: str, data_dir: str) -> ml_collections.ConfigDict:
-    spec = importlib.util.spec_from_file_location("mnist1d_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    config = module.get_config("smoke")
+def _smoke_config(load_config, data_dir: str) -> ml_collections.ConfigDict:
+    config = load_config("mnist1d", "smoke")
     config.data.data_dir = data_dir
     config.progress_bar, config.timing_steps = False, 0
     config.num_steps, config.steps_per_loop = 60, 10
@@ -23,9 +18,9 @@ def _smoke_config(path: str, data_dir: str) -> ml_collections.ConfigDict:
 
 @pytest.mark.parametrize("stop_at_target", [True, False])
 def test_training_stops_at_the_first_eval_reaching_the_target(
-    stop_at_target, mnist1d_config_path, data_dir, tmp_path
+    stop_at_target, load_config, data_dir, tmp_path
 ):
-    config = _smoke_config(mnist1d_config_path, data_dir)
+    config = _smoke_config(load_config, data_dir)
     # Chance is 10% on MNIST-1D, so a 1% target is crossed at the first eval (step 10).
     config.target_accuracy, config.stop_at_target = 0.01, stop_at_target
     summary = experiment.run(config, str(tmp_path))
@@ -52,8 +47,8 @@ def test_stop_at_target_config_errors(overrides, error, message):
         experiment.resolve_config(ml_collections.ConfigDict(fields))
 
 
-def test_user_insertions_run_in_the_train_pipeline(mnist1d_config_path, data_dir, tmp_path):
-    config = _smoke_config(mnist1d_config_path, data_dir)
+def test_user_insertions_run_in_the_train_pipeline(load_config, data_dir, tmp_path):
+    config = _smoke_config(load_config, data_dir)
     config.num_steps = 20
     seen = meters.ElementCounter("seen_after_augment")
     summary = experiment.run(
@@ -66,7 +61,7 @@ def test_user_insertions_run_in_the_train_pipeline(mnist1d_config_path, data_dir
     assert int(seen.value()) <= emitted + 16 * config.data.batch_size
 
 
-def test_unknown_insertion_point_is_rejected(mnist1d_config_path, data_dir, tmp_path):
-    config = _smoke_config(mnist1d_config_path, data_dir)
+def test_unknown_insertion_point_is_rejected(load_config, data_dir, tmp_path):
+    config = _smoke_config(load_config, data_dir)
     with pytest.raises(ValueError, match="after_agument"):
         experiment.run(config, str(tmp_path), insertions=[("after_agument", "x", lambda d: d)])

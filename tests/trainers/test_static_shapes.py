@@ -1,8 +1,6 @@
 """Every train pipeline the experiment builds has static batch shapes (what XLA and TPUs need),
 per input pipeline and per replica."""
 
-import importlib.util
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -13,11 +11,8 @@ from trainers import experiment
 CONTEXT = dict(num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2)
 
 
-def _config(path, argument, data_dir):
-    spec = importlib.util.spec_from_file_location("mnist1d_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    config = experiment.resolve_config(module.get_config(argument))
+def _config(load_config, argument, data_dir):
+    config = experiment.resolve_config(load_config("mnist1d", argument))
     config.data.data_dir = data_dir
     return config
 
@@ -33,8 +28,8 @@ def _config(path, argument, data_dir):
         "pgd=1,smoke",
     ],
 )
-def test_train_batches_have_static_per_replica_shapes(argument, mnist1d_config_path, data_dir):
-    config = _config(mnist1d_config_path, argument, data_dir)
+def test_train_batches_have_static_per_replica_shapes(argument, load_config, data_dir):
+    config = _config(load_config, argument, data_dir)
     counts, extras, insertions = experiment._input_stages(config, (), num_pipelines=2)
     train_dataset_fn, _ = experiment._dataset_fns(config, counts, insertions, extras)
     dataset = train_dataset_fn(tf.distribute.InputContext(**CONTEXT))
@@ -59,9 +54,9 @@ def test_train_batches_have_static_per_replica_shapes(argument, mnist1d_config_p
     ],
 )
 def test_compiled_eval_batches_are_padded_to_a_static_shape(
-    eval_batch_size, padding_rows, mnist1d_config_path, data_dir
+    eval_batch_size, padding_rows, load_config, data_dir
 ):
-    config = _config(mnist1d_config_path, "smoke", data_dir)
+    config = _config(load_config, "smoke", data_dir)
     config.jit_compile = True
     config.data.eval_batch_size = eval_batch_size
     counts, extras, insertions = experiment._input_stages(config, (), num_pipelines=2)

@@ -1,7 +1,6 @@
 """``python -m trainers.train`` as loopback clusters of child processes on 127.0.0.1: two
 MultiWorkerMirrored workers, and the parameter-server route (its own in-process cluster)."""
 
-import importlib.util
 import json
 import os
 import signal
@@ -22,18 +21,15 @@ CHILD_TIMEOUT = 150  # seconds; a healthy run takes ~25 s on 2 loaded cores
 
 
 @pytest.fixture(scope="module")
-def prepared_data_dir(data_dir, mnist1d_config_path):
+def prepared_data_dir(data_dir, load_config):
     """The smoke MNIST-1D generated once here: two children preparing it at once would race."""
-    config = _smoke_config(mnist1d_config_path, data_dir)
+    config = _smoke_config(load_config, data_dir)
     sources.load(pipelines.resolve_data_config(config.data))
     return data_dir
 
 
-def _smoke_config(config_path, data_dir):
-    spec = importlib.util.spec_from_file_location("mnist1d_config", config_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    config = module.get_config("smoke")
+def _smoke_config(load_config, data_dir):
+    config = load_config("mnist1d", "smoke")
     config.data.data_dir = data_dir
     config.progress_bar, config.timing_steps = False, 0
     return config
@@ -123,12 +119,12 @@ def _assert_workers_agree(tmp_path):
 
 
 def test_two_multi_worker_processes_train_together_each_on_its_shard(
-    mnist1d_config_path, prepared_data_dir, tmp_path
+    mnist1d_config_path, prepared_data_dir, tmp_path, load_config
 ):
     data_dir = prepared_data_dir
     children, logs = _start_two_workers(mnist1d_config_path, data_dir, tmp_path)
     # Meanwhile, the same config in this process alone (default strategy) for comparison.
-    single = _single_worker_summary(mnist1d_config_path, data_dir, str(tmp_path / "single"))
+    single = _single_worker_summary(load_config, data_dir, str(tmp_path / "single"))
     _wait_all(children, logs)
     chief, other = _assert_workers_agree(tmp_path)
     for summary in (chief, other):
@@ -140,8 +136,8 @@ def test_two_multi_worker_processes_train_together_each_on_its_shard(
     assert single["emitted_examples"] >= STEPS * GLOBAL_BATCH
 
 
-def _single_worker_summary(config_path, data_dir, workdir):
-    return experiment.run(_smoke_config(config_path, data_dir), workdir)
+def _single_worker_summary(load_config, data_dir, workdir):
+    return experiment.run(_smoke_config(load_config, data_dir), workdir)
 
 
 def test_two_multi_worker_processes_select_priorities_each_from_its_own_shard(
