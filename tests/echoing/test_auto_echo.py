@@ -137,6 +137,28 @@ def test_controller_averages_a_bursty_upstream_to_its_mean_rate():
     assert 3.4 <= mean_factor <= 4.6
 
 
+def test_the_window_forgets_exponentially_and_estimates_r_from_its_sums():
+    auto = echoing.AutoEcho(initial_factor=2.0, window_seconds=1.0, smoothing=0.0)
+    # 1 s, half of it waiting, 10 steps at e = 2 (5 fresh batches): R = 2 / (1 - 0.5) = 4.
+    assert auto.observe(seconds=1.0, input_wait_seconds=0.5, steps=10) == pytest.approx(4.0)
+    # 1 s without waiting, 10 steps at e = 4 (2.5 fresh batches); the first second is weighted
+    # by exp(-1 s / 1 s).
+    forget = np.exp(-1.0)
+    time, wait = forget * 1.0 + 1.0, forget * 0.5
+    steps, fresh = forget * 10 + 10, forget * 5 + 2.5
+    factor = auto.observe(seconds=1.0, input_wait_seconds=0.0, steps=10)
+    assert auto.last_wait_fraction == pytest.approx(wait / time)  # 13%: still input-bound
+    assert factor == pytest.approx(steps / fresh * time / (time - wait), rel=1e-6)
+
+
+def test_a_zero_window_judges_each_observation_alone():
+    auto = echoing.AutoEcho(initial_factor=2.0, window_seconds=0.0, smoothing=0.0, decay=0.5)
+    auto.observe(seconds=1.0, input_wait_seconds=0.5, steps=10)
+    factor = auto.observe(seconds=1.0, input_wait_seconds=0.0, steps=10)
+    assert auto.last_wait_fraction == 0.0
+    assert factor == pytest.approx(1.0 + (4.0 - 1.0) * 0.5)  # decayed for 1 s from 4
+
+
 def test_controller_decays_to_one_when_input_stops_being_the_bottleneck():
     auto = echoing.AutoEcho(initial_factor=4.0, decay=0.5)
     for _ in range(30):
