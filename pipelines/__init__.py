@@ -13,14 +13,18 @@ Example::
 """
 
 from pipelines.config import default_data_config, resolve_data_config
-from pipelines.datasets import Datasets, make_datasets
+from pipelines.datasets import Datasets, checkpointable, make_datasets, stage_seed
+from pipelines.examples import examples_by_id
 from pipelines.pipeline import Pipeline, Stage
 
 __all__ = [
     "Datasets",
     "Pipeline",
     "Stage",
+    "checkpointable",
     "default_data_config",
+    "examples_by_id",
     "make_datasets",
     "resolve_data_config",
+    "stage_seed",
 ]

@@ -47,7 +47,22 @@ from pipelines.config import resolve_data_config
 from pipelines.pipeline import Pipeline, Stage
 
 # Offsets so that the shuffle, augmentation and echo draws are independent streams of one seed.
-_SHUFFLE_SEED_OFFSET, _AUGMENT_SEED_OFFSET, _ECHO_SEED_OFFSET = 0, 1, 2
+_SEED_OFFSETS = {"shuffle": 0, "augment": 1, "echo": 2}
+
+
+def stage_seed(seed: int, stage: str) -> int:
+    """The seed ``make_datasets(..., seed=seed)`` gives its stage ``stage``.
+
+    A technique that adds its own stage in place of one of the pipeline's (an AutoEcho stage
+    instead of ``echo``) draws the same stream with it.
+
+    Example::
+
+        stage_seed(0, "echo")  # 2
+    """
+    if stage not in _SEED_OFFSETS:
+        raise ValueError(f"stage must be one of {sorted(_SEED_OFFSETS)}, got {stage!r}.")
+    return seed + _SEED_OFFSETS[stage]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,8 +178,8 @@ def make_datasets(
     )
     eval_pipeline = _eval_pipeline(config, eval_split, eval_batch_size)
     return Datasets(
-        train=train_pipeline.build().with_options(_checkpointable_options()),
-        eval=eval_pipeline.build().with_options(_checkpointable_options()),
+        train=checkpointable(train_pipeline.build()),
+        eval=checkpointable(eval_pipeline.build()),
         num_train_examples=source.train.num_examples,
         num_classes=source.num_classes,
         input_shape=tuple(source.input_shape),
@@ -209,7 +224,7 @@ def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipe
         if config.shuffle_buffer > 0:
             dataset = dataset.shuffle(
                 config.shuffle_buffer,
-                seed=seed + _SHUFFLE_SEED_OFFSET,
+                seed=stage_seed(seed, "shuffle"),
                 reshuffle_each_iteration=True,
             )
         return dataset.repeat()
@@ -221,7 +236,7 @@ def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipe
             Stage(
                 "augment",
                 augment.for_config(
-                    config.augment, seed=seed + _AUGMENT_SEED_OFFSET, num_parallel_calls=parallel
+                    config.augment, seed=stage_seed(seed, "augment"), num_parallel_calls=parallel
                 ),
             ),
             Stage("batch", lambda ds: ds.batch(batch_size, drop_remainder=True)),
@@ -254,7 +269,7 @@ def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipe
             echoing.echo(
                 float(config.echo),
                 buffer_size=config.echo_buffer_size or None,
-                seed=seed + _ECHO_SEED_OFFSET,
+                seed=stage_seed(seed, "echo"),
             ),
             name="echo",
         )
@@ -303,16 +318,20 @@ def _eval_pipeline(config, split, batch_size) -> Pipeline:
     )
 
 
-def _checkpointable_options() -> tf.data.Options:
-    """Lets ``tf.train.Checkpoint(iterator=...)`` save the input position.
+def checkpointable(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """``dataset`` with options that let ``tf.train.Checkpoint(iterator=...)`` save its position.
 
-    The meters' counting maps write host variables, which tf.data calls external state and by
-    default refuses to serialise. Those variables are checkpointed on their own (``EchoMeters`` is
-    a ``tf.Module``), so the iterator checkpoint may ignore them.
+    The meters' counting maps (and other stages' host variables) are external state to tf.data,
+    which by default refuses to serialise it. Those variables are checkpointed on their own
+    (``EchoMeters`` is a ``tf.Module``), so the iterator checkpoint may ignore them.
+
+    Example::
+
+        dataset = checkpointable(dataset.apply(meters.fresh.count()))
     """
     options = tf.data.Options()
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-    return options
+    return dataset.with_options(options)
 
 
 def _parallelism(num_parallel_calls: int) -> int | None:

@@ -1,0 +1,33 @@
+"""Value checks for the config fields techniques add (clear messages naming key and value).
+
+Example::
+
+    from echoing.techniques import config_checks
+
+    config_checks.fraction("pgd_top_ratio", 0.1)  # passes
+    # config_checks.fraction("pgd_top_ratio", 2.0)  -> ValueError naming the key and value
+"""
+
+from __future__ import annotations
+
+import numbers
+
+
+def boolean(key: str, value) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"config {key} must be True or False, got {value!r}.")
+
+
+def fraction(key: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 1:
+        raise ValueError(f"config {key} must be a number in [0, 1], got {value!r}.")
+
+
+def refuse_fresh_evaluation(config, technique: str) -> None:
+    """Refuses ``eval_every_fresh_examples``, which assumes batch / echo factor fresh per step."""
+    if config.eval_every_fresh_examples:
+        raise ValueError(
+            "config eval_every_fresh_examples counts fresh examples as batch_size / echo factor "
+            f"per step, which does not hold when {technique}; set it to 0 and use "
+            "eval_every_steps."
+        )

@@ -1,0 +1,171 @@
+"""The technique protocol: which techniques a config builds, and each hook's contract."""
+
+import ml_collections
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import pipelines
+from echoing import techniques
+from trainers import run_config
+
+
+def _examples(count=64):
+    return techniques.ExamplesById(
+        {
+            "inputs": np.random.default_rng(0).random((count, 8), dtype=np.float32),
+            "label": np.arange(count) % 2,
+        },
+        num_classes=2,
+        input_shape=(8,),
+    )
+
+
+def _context(config, num_input_pipelines=1):
+    return techniques.Context(
+        config=run_config.resolve_config(config),
+        stage_seed=lambda stage: pipelines.stage_seed(config.seed, stage),
+        num_input_pipelines=num_input_pipelines,
+        examples=_examples,
+    )
+
+
+def _config(**fields):
+    # Not type-safe, so that wrongly typed values reach the checks under test.
+    config = ml_collections.ConfigDict(run_config.default_config().to_dict(), type_safe=False)
+    for key, value in fields.items():
+        if key.startswith("data_"):
+            config.data[key[len("data_") :]] = value
+        else:
+            config[key] = value
+    return config
+
+
+@pytest.mark.parametrize(
+    ("fields", "names"),
+    [
+        ({}, []),
+        ({"data_echo": 2.0}, ["echo"]),
+        ({"data_echo_buffer_size": 100}, ["echo"]),
+        ({"auto_echo_max_factor": 4.0}, ["auto_echo"]),
+        ({"assist": True}, ["assistant"]),
+        ({"data_echo": 2.0, "assist": True}, ["echo", "assistant"]),
+        ({"pgd": True}, ["priority"]),
+    ],
+)
+def test_a_config_builds_the_techniques_it_names_in_registry_order(fields, names):
+    built = techniques.from_config(_context(_config(**fields)))
+    try:
+        assert [technique.name for technique in built] == names
+    finally:
+        for technique in built:
+            technique.close()
+
+
+def test_extra_techniques_come_right_after_echo():
+    extra = techniques.Stages([("before_augment", "mine", lambda ds: ds)])
+    built = techniques.from_config(_context(_config(data_echo=2.0, assist=True)), extra=[extra])
+    try:
+        assert [technique.name for technique in built] == ["echo", "stages", "assistant"]
+    finally:
+        for technique in built:
+            technique.close()
+
+
+def test_echo_stage_uses_the_pipelines_echo_seed_and_point():
+    config = _config(data_echo=1.5, data_echo_insert="after_batch", data_echo_buffer_size=8)
+    (technique,) = techniques.from_config(_context(config))
+    (insertion,) = technique.stages()
+    assert (insertion.point, insertion.name) == ("after_batch", "echo")
+    assert technique.echo_factor() == 1.5
+    # Same seed as pipelines.make_datasets's own echo stage: the same stream.
+    again = techniques.EchoTechnique(
+        1.5, insert="after_batch", buffer_size=8, seed=pipelines.stage_seed(0, "echo")
+    )
+    first = list(tf.data.Dataset.range(20).apply(insertion.transformation).as_numpy_iterator())
+    second = list(
+        tf.data.Dataset.range(20).apply(again.stages()[0].transformation).as_numpy_iterator()
+    )
+    assert first == second
+
+
+def _feedback(traced, wait=0.75):
+    return techniques.Feedback(
+        ids=None,
+        losses=None,
+        step=10,
+        steps=10,
+        seconds=1.0,
+        input_wait_seconds=wait,
+        traced=traced,
+    )
+
+
+def test_auto_echo_ignores_the_traced_loop_and_logs_the_wait_once():
+    technique = techniques.AutoEchoTechnique(4.0, insert="after_batch", seed=0)
+    technique.observe(_feedback(traced=True))
+    assert technique.scalars() == {"echo_factor": 1.0}
+    technique.observe(_feedback(traced=False))
+    scalars = technique.scalars()
+    assert scalars["input_wait_fraction"] == pytest.approx(0.75)
+    assert scalars["echo_factor"] > 1.0
+    assert "input_wait_fraction" not in technique.scalars()
+
+
+def test_loss_callback_receives_ids_losses_and_step():
+    seen = []
+    technique = techniques.LossCallback(lambda ids, losses, step: seen.append((ids, losses, step)))
+    assert technique.wants_losses
+    technique.observe(
+        techniques.Feedback(
+            ids="ids", losses="losses", step=3, steps=1, seconds=0.1, input_wait_seconds=0.0
+        )
+    )
+    assert seen == [("ids", "losses", 3)]
+
+
+def test_priority_technique_selects_its_own_batches_and_replaces_gradients():
+    technique = techniques.PriorityTechnique(
+        _examples(), global_batch_size=8, top_ratio=0.25, renew_ratio=0.5, seed=0
+    )
+    assert techniques.replaces_gradients(technique)
+    assert not technique.input_options().experimental_fetch_to_device
+    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0)
+    batch = next(iter(technique.train_dataset(context)))
+    assert batch["inputs"].shape == (8, 8)
+    assert not techniques.replaces_gradients(techniques.EchoTechnique(2, insert="after_batch"))
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "message"),
+    [
+        ({"auto_echo_max_factor": 0.5}, ValueError, "auto_echo_max_factor must be 0 .off."),
+        (
+            {"auto_echo_max_factor": 4.0, "data_echo": 2.0},
+            ValueError,
+            "sets the echo factor itself",
+        ),
+        ({"assist": 1}, TypeError, "config assist must be True or False"),
+        ({"assist_base_prob": 1.5}, ValueError, r"assist_base_prob must be a number in \[0, 1\]"),
+        ({"assist": True, "assist_base_prob": 0.0}, ValueError, "0 could starve training"),
+        (
+            {"assist": True, "eval_every_fresh_examples": 100},
+            ValueError,
+            "does not hold when the Assistant filters",
+        ),
+        ({"pgd_top_ratio": -0.1}, ValueError, r"pgd_top_ratio must be a number in \[0, 1\]"),
+        ({"pgd": True, "strategy": "tpu"}, ValueError, "a TPU step"),
+        ({"pgd": True, "assist": True}, ValueError, "cannot be combined with assist=True"),
+    ],
+)
+def test_technique_config_errors_name_the_field(fields, error, message):
+    with pytest.raises(error, match=message):
+        run_config.resolve_config(_config(**fields))
+
+
+@pytest.mark.parametrize(
+    "insertion", [("after_augment", "x"), ["after_augment", "x", None], (1, "x", None)]
+)
+def test_stages_refuse_malformed_insertions(insertion):
+    with pytest.raises(TypeError, match=r"\(point, name, transformation\) tuples"):
+        techniques.Stages([insertion])
