@@ -27,6 +27,7 @@ import keras
 import tensorflow as tf
 
 import echoing
+from echoing import techniques
 from trainers import loop, models, timing
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "jit_compile.json")
@@ -53,7 +54,7 @@ def _trainer(model_name, input_shape, batch_size, variant, jit_compile, weights)
         model=model,
         optimizer=keras.optimizers.SGD(0.01, momentum=0.9),
         train_dataset_fn=loop.per_replica_batches(lambda: cached, global_batch_size=batch_size),
-        priority_feedback=priority_feedback,
+        techniques=[techniques.PriorityGradients(priority_feedback)] if priority_feedback else (),
         jit_compile=jit_compile,
     )
 

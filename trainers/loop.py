@@ -3,6 +3,7 @@
 Example::
 
     import tensorflow as tf
+    from echoing import techniques
     from trainers import loop, models
 
     strategy = tf.distribute.get_strategy()
@@ -23,9 +24,11 @@ Example::
             lambda: tf.data.Dataset.from_tensor_slices(examples).batch(16), global_batch_size=16
         ),
         strategy=strategy,
-        feedback=[lambda ids, losses, step: print(step, ids.shape, losses.shape)],
+        techniques=[
+            techniques.LossCallback(lambda ids, losses, step: print(step, ids.shape, losses.shape))
+        ],
     )
-    print(trainer.train(10))  # {"train_loss": ...}; feedback saw ids/losses of shape [10, 16]
+    print(trainer.train(10))  # {"train_loss": ...}; the callback saw ids/losses of shape [10, 16]
     print(trainer.evaluate())  # {"eval_accuracy": ..., "eval_loss": ..., "eval_examples": 64.0}
 
 The loop does not use Keras ``model.fit`` (Keras 3 ``fit`` does not support MultiWorkerMirrored or
@@ -40,16 +43,14 @@ batch to the static batch size XLA/TPUs need): masked rows count nowhere.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import keras
 import tensorflow as tf
 
-from echoing.priority_feedback import PriorityFeedback
+from echoing.techniques import Feedback, Technique, replaces_gradients
 
-# (ids [steps, global_batch] int64, per-example losses [steps, global_batch] float32, step) -> None.
-# Called once per inner loop, with the global step reached after it, on the host.
-Feedback = Callable[[tf.Tensor, tf.Tensor, int], None]
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
 
@@ -100,9 +101,36 @@ class Trainer(tf.Module):
     """Runs train steps in an inner ``tf.function`` loop and evaluates, under any sync strategy.
 
     The model and optimizer must be created under ``strategy.scope()``. The trainer owns the global
-    ``step`` variable, the distributed train ``iterator`` (both checkpointable) and calls each
-    ``feedback`` callable after every inner loop with the ids and per-example losses of the steps
-    it ran.
+    ``step`` variable and the distributed train ``iterator`` (both checkpointable), and after every
+    inner loop hands one ``echoing.techniques.Feedback`` record to each technique.
+
+    Args:
+      model: maps ``batch["inputs"]`` to logits; created under ``strategy.scope()``.
+      optimizer: a Keras optimizer created under ``strategy.scope()``.
+      train_dataset_fn: ``InputContext -> Dataset`` of infinite per-replica batches
+        (see ``per_replica_batches``), passed to ``distribute_datasets_from_function``.
+      eval_dataset_fn: the same for the finite eval set, or None (``evaluate`` then raises).
+      strategy: defaults to the current strategy (``tf.distribute.get_strategy()``).
+      techniques: ``echoing.techniques.Technique``s (already ``build`` for ``model``): each
+        gets a ``Feedback`` after every inner loop; the ids and per-example losses in it
+        are gathered only if one of them ``wants_losses``. At most one may replace the
+        backward pass (``Technique.gradients``, e.g. priority sampling's JVP); its
+        ``after_step`` runs after every step.
+      jit_compile: compile each replica's train step and eval step with XLA
+        (``tf.function(jit_compile=True)``; what TPUs need, and often faster on GPUs).
+        Batches must then have static shapes (``drop_remainder=True``) or each new shape
+        compiles again. What stays outside the compiled step, and why: the step counter and
+        feedback arrays (the host loop's), a technique's ``after_step`` (host state such as
+        a priority table), and under Mirrored/MultiWorkerMirrored on CPU devices the
+        gradient all-reduce and optimizer update (a `merge_call`, and XLA's CPU backend
+        has no collectives).
+      train_input_options: passed to ``distribute_datasets_from_function`` for the train
+        set; defaults to the one technique's ``input_options()`` that gives any.
+
+    Raises:
+      ValueError: ``jit_compile`` with train batches of unknown shape, or under a strategy
+        XLA cannot compile for (MirroredStrategy over several CPU devices: XLA's CPU
+        backend is one device); two techniques that both replace the backward pass.
     """
 
     def __init__(
@@ -113,103 +141,22 @@ class Trainer(tf.Module):
         train_dataset_fn: DatasetFn,
         eval_dataset_fn: DatasetFn | None = None,
         strategy: tf.distribute.Strategy | None = None,
-        feedback: Sequence[Feedback] = (),
-        priority_feedback: PriorityFeedback | None = None,
+        techniques: Sequence[Technique] = (),
         jit_compile: bool = False,
         train_input_options: tf.distribute.InputOptions | None = None,
     ):
-        """Builds the optimizer's slots, the step counter and the distributed train iterator.
-
-        Args:
-          model: maps ``batch["inputs"]`` to logits; created under ``strategy.scope()``.
-          optimizer: a Keras optimizer created under ``strategy.scope()``.
-          train_dataset_fn: ``InputContext -> Dataset`` of infinite per-replica batches
-            (see ``per_replica_batches``), passed to ``distribute_datasets_from_function``.
-          eval_dataset_fn: the same for the finite eval set, or None (``evaluate`` then raises).
-          strategy: defaults to the current strategy (``tf.distribute.get_strategy()``).
-          feedback: callables ``(ids, per_example_losses, step)``; see ``Feedback``.
-          priority_feedback: if given, each step is a prioritized gradient descent step
-            (``echoing.PriorityFeedback`` over ``model.trainable_variables``, created under
-            ``strategy.scope()``): one forward pass gives the mean gradient, which is applied,
-            and every example's priority ``ḡ·g_i``, written to its table at the current step.
-          jit_compile: compile each replica's train step and eval step with XLA
-            (``tf.function(jit_compile=True)``; what TPUs need, and often faster on GPUs).
-            Batches must then have static shapes (``drop_remainder=True``) or each new shape
-            compiles again. What stays outside the compiled step, and why: the step counter and
-            feedback arrays (the host loop's), priority-table writes (host state), and under
-            Mirrored/MultiWorkerMirrored on CPU devices the gradient all-reduce and optimizer
-            update (a `merge_call`, and XLA's CPU backend has no collectives).
-
-          train_input_options: passed to ``distribute_datasets_from_function`` for the train
-            set, e.g. ``InputOptions(experimental_fetch_to_device=False)`` for priority sampling.
-
-        Raises:
-          ValueError: ``jit_compile`` with train batches of unknown shape, or under a strategy
-            XLA cannot compile for (MirroredStrategy over several CPU devices: XLA's CPU
-            backend is one device).
-        """
+        """Builds the optimizer's slots, the step counter and the distributed train iterator."""
         super().__init__(name="trainer")
-        if not isinstance(model, keras.Model):
-            raise TypeError(f"model must be a keras.Model, got {type(model).__name__}.")
-        if not isinstance(optimizer, keras.optimizers.Optimizer):
-            raise TypeError(
-                f"optimizer must be a keras.optimizers.Optimizer, got {type(optimizer).__name__}."
-            )
-        for name, fn in (
-            ("train_dataset_fn", train_dataset_fn),
-            ("eval_dataset_fn", eval_dataset_fn),
-        ):
-            if fn is not None and not callable(fn):
-                raise TypeError(f"{name} must be callable (InputContext -> Dataset), got {fn!r}.")
-        if train_dataset_fn is None:
-            raise TypeError("train_dataset_fn is required (InputContext -> Dataset).")
-        feedback = tuple(feedback)
-        for callback in feedback:
-            if not callable(callback):
-                raise TypeError(
-                    f"each feedback entry must be callable (ids, losses, step), got {callback!r}."
-                )
+        _check_arguments(model, optimizer, train_dataset_fn, eval_dataset_fn, jit_compile)
         self.strategy = strategy or tf.distribute.get_strategy()
-        unplaced = [
-            v.name
-            for v in model.trainable_variables
-            # Keras 3 variables wrap the tf.Variable the strategy created (or did not).
-            if not self.strategy.extended.variable_created_in_scope(
-                v.value if isinstance(v, keras.Variable) else v
-            )
-        ]
-        if unplaced:
-            raise ValueError(
-                f"model variables {unplaced[:3]} were not created under "
-                f"{type(self.strategy).__name__}.scope(); build the model and optimizer "
-                "inside `with strategy.scope():`."
-            )
+        _check_placed(model, self.strategy)
         self.model = model
         self.optimizer = optimizer
-        if priority_feedback is not None and not isinstance(priority_feedback, PriorityFeedback):
-            raise TypeError(
-                "priority_feedback must be an echoing.PriorityFeedback or None, got "
-                f"{type(priority_feedback).__name__}."
-            )
-        self.feedback = feedback
-        self.priority_feedback = priority_feedback
-        if not isinstance(jit_compile, bool):
-            raise TypeError(f"jit_compile must be True or False, got {jit_compile!r}.")
-        try:
-            devices = [
-                tf.DeviceSpec.from_string(d).device_type
-                for d in self.strategy.extended.worker_devices
-            ]
-        except RuntimeError:
-            # The default strategy has no device list: one replica, wherever TF places it.
-            devices = ["default"]
-        on_cpu = all(device == "CPU" for device in devices)
-        if jit_compile and on_cpu and len(devices) > 1:
-            raise ValueError(
-                f"jit_compile=True under {type(self.strategy).__name__} over {len(devices)} CPU "
-                "devices: XLA's CPU backend compiles for one device and cannot reach variables "
-                "mirrored on the others. Use jit_compile=False, one CPU device, or GPUs/TPUs."
-            )
+        self.techniques = _check_techniques(techniques)
+        hooks = [t for t in self.techniques if replaces_gradients(t)]
+        self._gradient_technique = hooks[0] if hooks else None
+        self._collect = any(t.wants_losses for t in self.techniques)
+        self._traced = False
         self.jit_compile = jit_compile
         # On CPU devices under Mirrored/MultiWorkerMirrored, Keras optimizers aggregate through
         # `merge_call`, which cannot run inside a nested compiled tf.function, and XLA's CPU
@@ -217,7 +164,7 @@ class Trainer(tf.Module):
         # compiling with XLA", TF 2.21): there only the forward/backward pass is compiled and the
         # all-reduce + update run outside. On GPUs/TPUs (no merge_call in XLA context) and under
         # the default strategy the update is compiled too.
-        self._compiled_update = not on_cpu
+        self._compiled_update = not _on_cpu(self.strategy, jit_compile)
         with self.strategy.scope():
             # Build the slots now, so a checkpoint restores them instead of deferring the restore.
             if not self.optimizer.built:
@@ -230,6 +177,9 @@ class Trainer(tf.Module):
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
             )
         self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+        if train_input_options is None:
+            options = [t.input_options() for t in self.techniques]
+            train_input_options = next((o for o in options if o is not None), None)
         self.train_dataset = self.strategy.distribute_datasets_from_function(
             train_dataset_fn, train_input_options
         )
@@ -237,6 +187,9 @@ class Trainer(tf.Module):
             _check_static_shapes(self.train_dataset.element_spec)
         self.iterator = iter(self.train_dataset)
         self._eval_dataset_fn = eval_dataset_fn
+        self._compile_steps(jit_compile)
+
+    def _compile_steps(self, jit_compile: bool) -> None:
         if jit_compile:
             self._forward_backward = tf.function(self._forward_backward_body, jit_compile=True)
             self._step_and_update = tf.function(self._step_and_update_body, jit_compile=True)
@@ -253,39 +206,30 @@ class Trainer(tf.Module):
     def _train_step(self, batch):
         """One replica's step: returns (per-example losses, ids, this replica's share of loss)."""
         if self._compiled_update:
-            per_example, loss, gradients, priorities = self._step_and_update(batch)
+            per_example, loss, gradients, aux = self._step_and_update(batch)
         else:
-            per_example, loss, gradients, priorities = self._forward_backward(batch)
+            per_example, loss, gradients, aux = self._forward_backward(batch)
             self._apply(gradients)
-        if self.priority_feedback is not None:
-            # Outside the compiled step: the priority table is host state (CPU variables the
-            # input pipeline reads), and ḡ's MEAN-aggregated assign is a cross-replica merge.
-            # The batch for step t was selected from the table at step t: write at the same step.
-            self.priority_feedback.update(
-                batch["id"], priorities, gradients, self.step.read_value()
-            )
+        if self._gradient_technique is not None:
+            # Outside the compiled step (host state; see jit_compile in __init__).
+            self._gradient_technique.after_step(batch["id"], aux, gradients, self.step.read_value())
         return per_example, batch["id"], loss
 
     def _forward_backward_body(self, batch):
-        """Per-example losses, this replica's loss share, its gradients and (PGD) priorities."""
-        if self.priority_feedback is not None:
-            feedback = self.priority_feedback
-            per_example, gradients, priorities = feedback.losses_gradients_priorities(
+        """Per-example losses, this replica's loss share, its gradients and a technique's aux."""
+        sample_weight = batch.get("sample_weight")
+        if self._gradient_technique is not None:
+            per_example, gradients, aux = self._gradient_technique.gradients(
                 lambda: self._loss(batch["label"], self.model(batch["inputs"], training=True)),
-                sample_weight=batch.get("sample_weight"),
+                sample_weight,
             )
-            weighted = per_example
-            if "sample_weight" in batch:
-                weighted = per_example * tf.cast(batch["sample_weight"], per_example.dtype)
-            return per_example, tf.nn.compute_average_loss(weighted), gradients, priorities
+            loss = tf.nn.compute_average_loss(_weighted(per_example, sample_weight))
+            return per_example, loss, gradients, aux
         with tf.GradientTape() as tape:
             logits = self.model(batch["inputs"], training=True)
             per_example = self._loss(batch["label"], logits)
-            weighted = per_example
-            if "sample_weight" in batch:
-                weighted = per_example * tf.cast(batch["sample_weight"], per_example.dtype)
             # Divides by the global batch size, so summing replicas' gradients gives the mean.
-            loss = tf.nn.compute_average_loss(weighted)
+            loss = tf.nn.compute_average_loss(_weighted(per_example, sample_weight))
             if self.model.losses:
                 loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
         gradients = tape.gradient(loss, self.model.trainable_variables)
@@ -300,7 +244,7 @@ class Trainer(tf.Module):
         return per_example, loss, gradients, priorities
 
     def _train_loop_body(self, iterator, num_steps):
-        collect = bool(self.feedback)
+        collect = self._collect
         losses_array = tf.TensorArray(tf.float32, size=num_steps if collect else 0)
         ids_array = tf.TensorArray(tf.int64, size=num_steps if collect else 0)
         loss_sum = tf.constant(0.0, tf.float32)
@@ -329,22 +273,38 @@ class Trainer(tf.Module):
         return mean_loss, input_wait, None, None
 
     def train(self, num_steps: int) -> dict[str, float]:
-        """Runs ``num_steps`` train steps in one ``tf.function`` call, then calls feedback.
+        """Runs ``num_steps`` train steps in one ``tf.function`` call, then feeds back.
+
+        Every technique then observes the same ``Feedback`` record (see ``__init__``).
 
         Returns:
           ``{"train_loss": mean of the steps' mean losses, "input_wait_seconds": time the
-          steps spent waiting for the input iterator, summed}``.
+          steps spent waiting for the input iterator, summed, "loop_seconds": the call's wall
+          time}``.
         """
         if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps <= 0:
             raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
+        start = time.perf_counter()
         mean_loss, input_wait, ids, losses = self._train_loop(
             self.iterator, tf.constant(num_steps, tf.int32)
         )
-        if self.feedback:
-            step = int(self.step.numpy())
-            for callback in self.feedback:
-                callback(ids, losses, step)
-        return {"train_loss": float(mean_loss), "input_wait_seconds": float(input_wait)}
+        feedback = Feedback(
+            ids=ids,
+            losses=losses,
+            step=int(self.step.numpy()),
+            steps=num_steps,
+            seconds=time.perf_counter() - start,
+            input_wait_seconds=float(input_wait),
+            traced=not self._traced,
+        )
+        self._traced = True
+        for technique in self.techniques:
+            technique.observe(feedback)
+        return {
+            "train_loss": float(mean_loss),
+            "input_wait_seconds": feedback.input_wait_seconds,
+            "loop_seconds": time.perf_counter() - start,
+        }
 
     # ------------------------------------------------------------------------------------ eval
 
@@ -416,3 +376,78 @@ def _named_specs(spec, name: str):
         # Per-replica and other composite specs: their component specs, without names.
         for component in tf.nest.flatten(spec, expand_composites=True):
             yield from _named_specs(component, name)
+
+
+def _weighted(per_example: tf.Tensor, sample_weight: tf.Tensor | None) -> tf.Tensor:
+    if sample_weight is None:
+        return per_example
+    return per_example * tf.cast(sample_weight, per_example.dtype)
+
+
+def _check_arguments(model, optimizer, train_dataset_fn, eval_dataset_fn, jit_compile) -> None:
+    if not isinstance(model, keras.Model):
+        raise TypeError(f"model must be a keras.Model, got {type(model).__name__}.")
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TypeError(
+            f"optimizer must be a keras.optimizers.Optimizer, got {type(optimizer).__name__}."
+        )
+    for name, fn in (("train_dataset_fn", train_dataset_fn), ("eval_dataset_fn", eval_dataset_fn)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{name} must be callable (InputContext -> Dataset), got {fn!r}.")
+    if train_dataset_fn is None:
+        raise TypeError("train_dataset_fn is required (InputContext -> Dataset).")
+    if not isinstance(jit_compile, bool):
+        raise TypeError(f"jit_compile must be True or False, got {jit_compile!r}.")
+
+
+def _check_techniques(techniques) -> tuple[Technique, ...]:
+    techniques = tuple(techniques)
+    for technique in techniques:
+        if not isinstance(technique, Technique):
+            raise TypeError(
+                "each entry of techniques must be an echoing.techniques.Technique (wrap a "
+                "(ids, losses, step) callable in techniques.LossCallback), got "
+                f"{technique!r}."
+            )
+    hooks = [t.name for t in techniques if replaces_gradients(t)]
+    if len(hooks) > 1:
+        raise ValueError(
+            f"techniques {hooks} each replace the backward pass; a run can use one of them."
+        )
+    return techniques
+
+
+def _check_placed(model, strategy) -> None:
+    unplaced = [
+        v.name
+        for v in model.trainable_variables
+        # Keras 3 variables wrap the tf.Variable the strategy created (or did not).
+        if not strategy.extended.variable_created_in_scope(
+            v.value if isinstance(v, keras.Variable) else v
+        )
+    ]
+    if unplaced:
+        raise ValueError(
+            f"model variables {unplaced[:3]} were not created under "
+            f"{type(strategy).__name__}.scope(); build the model and optimizer "
+            "inside `with strategy.scope():`."
+        )
+
+
+def _on_cpu(strategy, jit_compile: bool) -> bool:
+    """Whether every replica runs on a CPU; refuses XLA over several CPU devices."""
+    try:
+        devices = [
+            tf.DeviceSpec.from_string(d).device_type for d in strategy.extended.worker_devices
+        ]
+    except RuntimeError:
+        # The default strategy has no device list: one replica, wherever TF places it.
+        devices = ["default"]
+    on_cpu = all(device == "CPU" for device in devices)
+    if jit_compile and on_cpu and len(devices) > 1:
+        raise ValueError(
+            f"jit_compile=True under {type(strategy).__name__} over {len(devices)} CPU "
+            "devices: XLA's CPU backend compiles for one device and cannot reach variables "
+            "mirrored on the others. Use jit_compile=False, one CPU device, or GPUs/TPUs."
+        )
+    return on_cpu

@@ -109,6 +109,13 @@ def make_strategy(
     return _tpu(tpu)
 
 
+def from_config(config) -> tf.distribute.Strategy:
+    """``make_strategy`` for a run config's ``strategy``, ``workers``, ``task_index``, ``tpu``."""
+    return make_strategy(
+        config.strategy, workers=config.workers, task_index=config.task_index, tpu=config.tpu
+    )
+
+
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """True for the process that owns the workdir: the only one, or the cluster's chief.
 

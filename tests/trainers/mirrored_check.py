@@ -15,6 +15,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 
 import keras  # noqa: E402
 
+from echoing import techniques  # noqa: E402
 from trainers import loop, models  # noqa: E402
 
 GLOBAL_BATCH, STEPS = 8, 3
@@ -51,7 +52,11 @@ def train(strategy, initial_weights):
             global_batch_size=6,
         ),
         strategy=strategy,
-        feedback=[lambda ids, losses, step: seen.append((ids.numpy(), losses.numpy(), step))],
+        techniques=[
+            techniques.LossCallback(
+                lambda ids, losses, step: seen.append((ids.numpy(), losses.numpy(), step))
+            )
+        ],
     )
     result = trainer.train(STEPS)
     evaluation = trainer.evaluate()

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from echoing import techniques
 from trainers import checkpointing, loop, models
 
 
@@ -72,7 +73,7 @@ def _id_trainer(seen):
         model=model,
         optimizer=keras.optimizers.SGD(0.1),
         train_dataset_fn=loop.per_replica_batches(lambda: train, global_batch_size=4),
-        feedback=[lambda ids, losses, step: seen.append(ids.numpy())],
+        techniques=[techniques.LossCallback(lambda ids, losses, step: seen.append(ids.numpy()))],
     )
     objects = {"model": model, "step": trainer.step, "iterator": trainer.iterator}
     return trainer, objects

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 import echoing
+from echoing import techniques
 from trainers import experiment, loop, models, strategies
 
 BATCH, STEPS, NUM_EXAMPLES = 16, 3, 64
@@ -55,10 +56,15 @@ def _run(variant: str, jit_compile: bool, initial_weights, strategy):
         eval_dataset_fn=loop.per_replica_batches(
             lambda: tf.data.Dataset.from_tensor_slices(examples).batch(24), global_batch_size=24
         ),
-        feedback=[lambda ids, losses, step: seen.append((ids.numpy(), losses.numpy()))]
+        techniques=[
+            techniques.LossCallback(
+                lambda ids, losses, step: seen.append((ids.numpy(), losses.numpy()))
+            )
+        ]
         if variant == "feedback"
+        else [techniques.PriorityGradients(priority_feedback)]
+        if priority_feedback is not None
         else (),
-        priority_feedback=priority_feedback,
         strategy=strategy,
         jit_compile=jit_compile,
     )

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from echoing import techniques
 from trainers import loop, models
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,7 +47,7 @@ def _trainer(feedback=(), sample_weight=None, learning_rate=0.1, eval_batch=BATC
             lambda: tf.data.Dataset.from_tensor_slices(_examples()).batch(eval_batch),
             global_batch_size=eval_batch,
         ),
-        feedback=feedback,
+        techniques=[techniques.LossCallback(callback) for callback in feedback],
     )
     return trainer, model
 
@@ -142,7 +143,12 @@ def _dataset_fn(context):
         ({"train_dataset_fn": None}, TypeError, "train_dataset_fn is required"),
         ({"train_dataset_fn": 3}, TypeError, "train_dataset_fn must be callable"),
         ({"eval_dataset_fn": "eval"}, TypeError, "eval_dataset_fn must be callable"),
-        ({"feedback": [print, 5]}, TypeError, "feedback entry must be callable"),
+        ({"techniques": [print]}, TypeError, "must be an echoing.techniques.Technique"),
+        (
+            {"techniques": [techniques.PriorityGradients(), techniques.PriorityGradients()]},
+            ValueError,
+            "each replace the backward pass",
+        ),
     ],
 )
 def test_trainer_rejects_bad_arguments(overrides, error, message):

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainers import experiment
+import pipelines
+from echoing import meters, techniques
+from trainers import experiment, inputs
 
 # Worker 1 of 2, one replica each: per-replica batches of 32 / 2 rows.
 CONTEXT = dict(num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2)
@@ -15,6 +17,17 @@ def _config(load_config, argument, data_dir):
     config = experiment.resolve_config(load_config("mnist1d", argument))
     config.data.data_dir = data_dir
     return config
+
+
+def _techniques(config):
+    """The run's techniques, as ``experiment.run`` builds them for two input pipelines."""
+    context = techniques.Context(
+        config=config,
+        stage_seed=lambda stage: pipelines.stage_seed(config.seed, stage),
+        num_input_pipelines=CONTEXT["num_input_pipelines"],
+        examples=lambda: pipelines.examples_by_id(config.data),
+    )
+    return techniques.from_config(context)
 
 
 @pytest.mark.parametrize(
@@ -30,8 +43,8 @@ def _config(load_config, argument, data_dir):
 )
 def test_train_batches_have_static_per_replica_shapes(argument, load_config, data_dir):
     config = _config(load_config, argument, data_dir)
-    counts, extras, insertions = experiment._input_stages(config, (), num_pipelines=2)
-    train_dataset_fn, _ = experiment._dataset_fns(config, counts, insertions, extras)
+    techniques = _techniques(config)
+    train_dataset_fn, _ = inputs.dataset_fns(config, techniques, meters.EchoMeters())
     dataset = train_dataset_fn(tf.distribute.InputContext(**CONTEXT))
     per_replica = config.data.batch_size // 2
     specs = dataset.element_spec
@@ -41,7 +54,7 @@ def test_train_batches_have_static_per_replica_shapes(argument, load_config, dat
         assert spec.shape[0] == per_replica, (key, spec.shape)
     batch = next(iter(dataset))
     assert batch["inputs"].shape == (per_replica, 40, 1)
-    if extras.table is not None:
+    if config.pgd:
         # PGD on worker 1 of 2 selects only from its shard: odd ids.
         assert (batch["id"].numpy() % 2 == 1).all()
 
@@ -59,8 +72,7 @@ def test_compiled_eval_batches_are_padded_to_a_static_shape(
     config = _config(load_config, "smoke", data_dir)
     config.jit_compile = True
     config.data.eval_batch_size = eval_batch_size
-    counts, extras, insertions = experiment._input_stages(config, (), num_pipelines=2)
-    _, eval_dataset_fn = experiment._dataset_fns(config, counts, insertions, extras)
+    _, eval_dataset_fn = inputs.dataset_fns(config, _techniques(config), meters.EchoMeters())
     dataset = eval_dataset_fn(tf.distribute.InputContext(**CONTEXT))
     per_replica = eval_batch_size // 2
     for key, spec in dataset.element_spec.items():

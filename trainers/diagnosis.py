@@ -1,0 +1,138 @@
+"""Is this run input-bound? t_up, t_down, R and the input wait, and where to echo.
+
+Example::
+
+    from trainers import diagnosis, run_config
+
+    config = run_config.default_config()
+    config.data.num_train, config.diagnose_steps = 1_000, 20
+    result = diagnosis.diagnose(config, "/tmp/diagnose")  # also prints the report
+    print(result["ratio"], result["echo_factor"], result["echo_insert"])
+
+R (upstream vs downstream time per step) is measured apart from training: t_up is the time per
+batch of the train pipeline alone with echo switched off, t_down the time per train step of a
+fresh copy of the model on one cached batch (``timing``). ``trainers.experiment.run`` measures
+it at the end of every run (``timing_steps`` steps each side); ``diagnose`` also runs the
+echo-free loop to measure the input-wait fraction, and recommends a factor and a point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import keras
+import ml_collections
+import tensorflow as tf
+
+import pipelines
+from trainers import inputs, loop, models, optimizers, run_config, strategies, timing
+
+
+def measure_ratio(config, strategy, upstream_stages=()) -> dict[str, float]:
+    """``{"upstream": t_up, "downstream": t_down}`` in seconds per step (see module doc).
+
+    ``upstream_stages`` are a user's own input stages (insertions), part of t_up.
+    """
+    upstream = pipelines.make_datasets(
+        inputs.echo_free(config.data), seed=config.seed, insertions=upstream_stages
+    ).train
+    t_up = timing.seconds_per_batch(upstream, num_batches=config.timing_steps)
+    return {"upstream": t_up, "downstream": downstream_seconds(config, strategy)}
+
+
+def downstream_seconds(config, strategy, num_steps: int | None = None) -> float:
+    """Seconds per train step of a fresh model copy on one cached batch (no input cost)."""
+    # From a meter-free, echo-free pipeline: the run's counters never see this batch.
+    datasets = inputs.make_datasets(config)
+    cached = timing.cached_batch(datasets.train)
+    trainer = _fresh_trainer(config, datasets, strategy, lambda: cached)
+    return timing.seconds_per_step(trainer.train, num_steps=num_steps or config.timing_steps)
+
+
+def _fresh_trainer(config, datasets, strategy, make_train) -> loop.Trainer:
+    with strategy.scope():
+        # A fresh model and optimizer, so the measurement never touches the trained weights.
+        model = models.build_model(config.model, datasets.input_shape, datasets.num_classes)
+        optimizer = optimizers.make_optimizer(config)
+    return loop.Trainer(
+        model=model,
+        optimizer=optimizer,
+        train_dataset_fn=loop.per_replica_batches(
+            make_train, global_batch_size=config.data.batch_size
+        ),
+        strategy=strategy,
+        jit_compile=config.jit_compile,
+    )
+
+
+def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, object]:
+    """Times the input pipeline and the train step; recommends an echo factor and where to echo.
+
+    Runs ``config.diagnose_steps`` train steps of a fresh model on the echo-free pipeline (the
+    input-wait fraction ``1 - t_down / t_step``), and times, over as many batches, the pipeline
+    alone (t_up), the pipeline without augmentation and the train step on a cached batch (t_down).
+    Nothing is checkpointed; the result is printed and written to ``workdir/diagnosis.json``.
+
+    Returns:
+      ``{"steps", "upstream_seconds_per_step", "unaugmented_upstream_seconds_per_step",
+      "downstream_seconds_per_step", "train_seconds_per_step", "input_wait_fraction", "ratio",
+      "echo_factor", "echo_insert", "augment_fraction"}`` (see ``timing.recommend_echo``).
+    """
+    config = run_config.resolve_config(config)
+    if not isinstance(workdir, str) or not workdir:
+        raise ValueError(f"workdir must be a non-empty path, got {workdir!r}.")
+    tf.io.gfile.makedirs(workdir)
+    keras.utils.set_random_seed(config.seed)
+    strategy = strategies.from_config(config)
+    steps = config.diagnose_steps
+    datasets = inputs.make_datasets(config)
+    unaugmented = inputs.echo_free(config.data)
+    unaugmented.augment = "none"
+    t_up = timing.seconds_per_batch(datasets.train, num_batches=steps)
+    t_plain = timing.seconds_per_batch(
+        pipelines.make_datasets(unaugmented, seed=config.seed).train, num_batches=steps
+    )
+    t_down = downstream_seconds(config, strategy, num_steps=steps)
+    trainer = _fresh_trainer(config, datasets, strategy, lambda: datasets.train)
+    trainer.train(3)  # traces
+    start = time.perf_counter()
+    input_wait = trainer.train(steps)["input_wait_seconds"]
+    t_step = (time.perf_counter() - start) / steps
+    result = {
+        "steps": steps,
+        "upstream_seconds_per_step": t_up,
+        "unaugmented_upstream_seconds_per_step": t_plain,
+        "downstream_seconds_per_step": t_down,
+        "train_seconds_per_step": t_step,
+        # Measured in the loop (time blocked on the iterator), as AutoEcho sees it.
+        "input_wait_fraction": min(1.0, input_wait / steps / t_step),
+        **timing.recommend_echo(
+            upstream_seconds=t_up,
+            downstream_seconds=t_down,
+            unaugmented_upstream_seconds=t_plain,
+        ),
+    }
+    with tf.io.gfile.GFile(os.path.join(workdir, "diagnosis.json"), "w") as file:
+        file.write(json.dumps(result, indent=2) + "\n")
+    print(format_diagnosis(result))
+    return result
+
+
+def format_diagnosis(diagnosis: dict[str, object]) -> str:
+    """The human-readable ``--diagnose`` report."""
+    return "\n".join(
+        [
+            f"t_up {1e3 * diagnosis['upstream_seconds_per_step']:.2f} ms/batch (without "
+            f"augmentation {1e3 * diagnosis['unaugmented_upstream_seconds_per_step']:.2f}), "
+            f"t_down {1e3 * diagnosis['downstream_seconds_per_step']:.2f} ms/step: "
+            f"R = {diagnosis['ratio']:.2f}",
+            f"train step with input {1e3 * diagnosis['train_seconds_per_step']:.2f} ms: input "
+            f"wait {100 * diagnosis['input_wait_fraction']:.1f}% of the step "
+            f"({diagnosis['steps']} steps)",
+            f"recommended: echo={diagnosis['echo_factor']:.2f}, "
+            f"insert={diagnosis['echo_insert']} (augmentation is "
+            f"{100 * diagnosis['augment_fraction']:.0f}% of t_up)",
+        ]
+    )

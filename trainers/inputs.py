@@ -1,0 +1,115 @@
+"""The train and eval ``InputContext -> Dataset`` functions of a run, one per input pipeline.
+
+Example::
+
+    from echoing import meters
+    from trainers import inputs, run_config
+
+    config = run_config.resolve_config(run_config.default_config())
+    train_fn, eval_fn = inputs.dataset_fns(config, techniques=[], counts=meters.EchoMeters())
+    # strategy.distribute_datasets_from_function(train_fn), likewise eval_fn
+
+Each input pipeline (one per worker/host) reads its own shard of the source and batches per
+replica (``pipelines.make_datasets(input_context=...)``), so the techniques' stages (echo, the
+Assistant filter, ...) and the meters run on every worker over its shard. A technique may
+select the train batches itself instead (priority sampling: ``Technique.train_dataset``).
+Train batches have static shapes (drop_remainder=True; filters come before the fixed-size
+batching), as XLA/TPUs need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import ml_collections
+import tensorflow as tf
+
+import pipelines
+from echoing import meters as echo_meters
+from echoing.techniques import Technique
+from trainers import loop
+
+
+def echo_free(data_config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """``data_config`` with echo off: echo is a technique's stage, not the pipeline's."""
+    data = ml_collections.ConfigDict(data_config.to_dict())
+    data.echo, data.echo_buffer_size = 1.0, 0
+    return data
+
+
+def technique_stages(techniques: Sequence[Technique]) -> list[tuple]:
+    """Every technique's pipeline stages as ``make_datasets`` insertions, in technique order."""
+    return [tuple(insertion) for technique in techniques for insertion in technique.stages()]
+
+
+def make_datasets(config, techniques=(), *, counts=None, input_context=None):
+    """``pipelines.make_datasets`` for ``config.data`` with the techniques' stages."""
+    return pipelines.make_datasets(
+        echo_free(config.data),
+        seed=config.seed,
+        meters=counts,
+        insertions=technique_stages(techniques),
+        input_context=input_context,
+    )
+
+
+def dataset_fns(
+    config: ml_collections.ConfigDict,
+    techniques: Sequence[Technique],
+    counts: echo_meters.EchoMeters,
+) -> tuple[loop.DatasetFn, loop.DatasetFn]:
+    """``InputContext -> Dataset`` functions for the train and eval sets (see module doc)."""
+    eval_sets = {}
+
+    def train_dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        selected = [t.train_dataset(context) for t in techniques]
+        selected = [dataset for dataset in selected if dataset is not None]
+        if selected:
+            dataset = pipelines.checkpointable(
+                selected[0]
+                .apply(counts.fresh.count(rows=True))
+                .apply(counts.emitted.count(rows=True))
+            )
+        else:
+            dataset = make_datasets(config, techniques, counts=counts, input_context=context).train
+        # The stream never ends (read repeats), but filters hide that from tf.data; said
+        # explicitly, MultiWorkerMirrored keeps the static batch shape and skips its per-step
+        # "does every worker still have data" all-reduce.
+        return dataset.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+
+    def eval_dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        # Each input pipeline evaluates its shard; the loop sums across them. Built once per
+        # context: every evaluate() asks again.
+        key = (context.num_input_pipelines, context.input_pipeline_id, context.num_replicas_in_sync)
+        if key not in eval_sets:
+            datasets = pipelines.make_datasets(config.data, seed=config.seed, input_context=context)
+            eval_sets[key] = datasets.eval
+            if config.jit_compile:
+                eval_sets[key] = padded_to_full_batches(
+                    datasets.eval, datasets.num_shard_eval_examples, datasets.eval_batch_size
+                )
+        return eval_sets[key]
+
+    return train_dataset_fn, eval_dataset_fn
+
+
+def padded_to_full_batches(
+    dataset: tf.data.Dataset, num_examples: int, batch_size: int
+) -> tf.data.Dataset:
+    """``dataset``'s batches, the last one filled up with masked-out rows: one static shape.
+
+    Every row gets ``"mask"`` (1.0; 0.0 for the padding rows, which are zeros), which the loop's
+    eval step uses to leave padding out of accuracy, loss and count. XLA would compile the eval
+    step again for a smaller last batch, and a TPU needs static shapes.
+
+    Args:
+      dataset: batches of dicts, all full but the last, holding ``num_examples`` rows.
+      num_examples: rows in ``dataset``.
+      batch_size: rows per full batch.
+    """
+    rows = dataset.unbatch().map(lambda row: {**row, "mask": tf.constant(1.0)})
+    missing = -num_examples % batch_size
+    if missing:
+        padding = rows.take(1).map(lambda row: {k: tf.zeros_like(v) for k, v in row.items()})
+        rows = rows.concatenate(padding.repeat(missing))
+    return rows.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)

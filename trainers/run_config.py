@@ -1,0 +1,184 @@
+"""The run config: every field ``trainers.experiment.run`` reads, its default and its checks.
+
+Example::
+
+    from trainers import run_config
+
+    config = run_config.default_config()
+    config.data.num_train, config.num_steps = 1_000, 20
+    config = run_config.resolve_config(config)  # raises naming any bad key or value
+
+The data section is ``pipelines.default_data_config()``; the fields of each technique (echo's
+live in the data section, AutoEcho's, the Assistant's, priority sampling's) are added and
+checked by its module in ``echoing.techniques``.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import ml_collections
+from ml_collections import config_dict
+
+import pipelines
+from echoing import techniques
+from trainers import models, strategies
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """Every field ``run`` reads, at its default (the MNIST-1D CNN baseline)."""
+    config = ml_collections.ConfigDict()
+    config.seed = 0
+    config.data = pipelines.default_data_config()
+    # None-valued fields become typed placeholders, so `--config.data.data_dir=DIR` and friends
+    # can be set from the command line (config_flags cannot override a plain None).
+    for key, kind in (("data_dir", str), ("num_classes", int), ("image_size", int)):
+        if config.data[key] is None:
+            config.data[key] = config_dict.placeholder(kind)
+    config.model = "mnist1d_cnn"
+    # AdamW with linear warm-up then cosine decay to 0 over num_steps.
+    config.learning_rate = 3e-3
+    config.weight_decay = 1e-4
+    config.warmup_steps = 100
+    config.num_steps = 600
+    # Train steps per tf.function call (and per progress/feedback update).
+    config.steps_per_loop = 100
+    config.eval_every_steps = 200
+    # > 0: also evaluate after each inner loop in which the fresh examples training has consumed
+    # (batch_size / echo factor per step, counted from the start of the process) cross a
+    # multiple of this. With a changing echo factor (AutoEcho) steps are no fixed measure of
+    # fresh data; this judges runs at the same fresh-data granularity.
+    config.eval_every_fresh_examples = 0
+    config.checkpoint_every_steps = 200
+    config.max_checkpoints_to_keep = 2
+    # Save the tf.data iterator's position (and shuffle buffers) in checkpoints, so a resumed
+    # run continues the same stream; set False for pipelines tf.data cannot serialise.
+    config.checkpoint_iterator = True
+    # Accuracy whose first crossing (at an eval) is reported as steps/time/fresh examples;
+    # 0 means no target.
+    config.target_accuracy = 0.0
+    # True ends training at that first crossing (benchmarks of time to target stop there).
+    config.stop_at_target = False
+    _default_strategy_fields(config)
+    # Steps (each side) for the t_up / t_down measurement at the end; 0 skips it.
+    config.timing_steps = 30
+    config.progress_bar = True
+    # Train steps (and batches per timing) of `python -m trainers.train --diagnose`.
+    config.diagnose_steps = 300
+    techniques.default_config(config)
+    return config
+
+
+def _default_strategy_fields(config: ml_collections.ConfigDict) -> None:
+    # default | mirrored | multi_worker | tpu (python -m trainers.train --strategy=... overrides).
+    config.strategy = "default"
+    # multi_worker: every worker's host:port, comma-separated, the same in every worker, and this
+    # process's index in it; empty takes the cluster from TF_CONFIG (one local worker without).
+    config.workers = ""
+    config.task_index = 0
+    # tpu: "local" on a Cloud TPU VM, a TPU name or grpc://host:port; empty reads TPU_NAME.
+    config.tpu = ""
+    # XLA-compile every train and eval step; unset means True under "tpu", False otherwise.
+    config.jit_compile = config_dict.placeholder(bool)
+
+
+def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """Checks ``config`` against ``default_config()``: unknown keys and bad values raise.
+
+    The data section is checked by ``pipelines.resolve_data_config``, technique fields by
+    ``echoing.techniques.check_config``.
+
+    Raises:
+      TypeError: ``config`` is not a ConfigDict.
+      ValueError: an unknown key or an out-of-range value, naming the key and what is expected.
+    """
+    if not isinstance(config, ml_collections.ConfigDict):
+        raise TypeError(
+            f"config must be an ml_collections.ConfigDict, got {type(config).__name__}; start "
+            "from trainers.experiment.default_config()."
+        )
+    defaults = default_config()
+    unknown = sorted(set(config.keys()) - set(defaults.keys()))
+    if unknown:
+        raise ValueError(
+            f"unknown config key(s) {unknown}; valid keys are {sorted(defaults.keys())}."
+        )
+    # A fresh ConfigDict rather than an update of the defaults: ConfigDict's type locking would
+    # otherwise reject some values with a less helpful message than the checks below.
+    given = config.to_dict()
+    data = pipelines.resolve_data_config(given.pop("data", defaults.data))
+    resolved = ml_collections.ConfigDict({**defaults.to_dict(), **given, "data": data.to_dict()})
+    _check_schedule(resolved)
+    _check_strategy(resolved)
+    techniques.check_config(resolved)
+    _check_target(resolved)
+    if resolved.model not in models.MODELS:
+        raise ValueError(
+            f"config model must be one of {sorted(models.MODELS)}, got {resolved.model!r}."
+        )
+    return resolved
+
+
+def _check_schedule(config: ml_collections.ConfigDict) -> None:
+    for key in ("num_steps", "steps_per_loop", "eval_every_steps", "checkpoint_every_steps"):
+        _check_int(key, config[key], minimum=1)
+    _check_int("max_checkpoints_to_keep", config.max_checkpoints_to_keep, minimum=1)
+    _check_int("warmup_steps", config.warmup_steps, minimum=0)
+    _check_int("timing_steps", config.timing_steps, minimum=0)
+    _check_int("eval_every_fresh_examples", config.eval_every_fresh_examples, minimum=0)
+    _check_int("seed", config.seed, minimum=0)
+    if config.warmup_steps >= config.num_steps:
+        raise ValueError(
+            f"config warmup_steps={config.warmup_steps} must be < num_steps={config.num_steps}."
+        )
+    if not isinstance(config.learning_rate, float) or not config.learning_rate > 0:
+        raise ValueError(f"config learning_rate must be a float > 0, got {config.learning_rate!r}.")
+    if not isinstance(config.weight_decay, float) or config.weight_decay < 0:
+        raise ValueError(f"config weight_decay must be a float >= 0, got {config.weight_decay!r}.")
+    _check_int("diagnose_steps", config.diagnose_steps, minimum=1)
+
+
+def _check_strategy(config: ml_collections.ConfigDict) -> None:
+    if config.strategy == "parameter_server":
+        raise ValueError(
+            "config strategy='parameter_server' runs the asynchronous partitioned trainer, not "
+            "this loop: use `python -m trainers.train --strategy=parameter_server "
+            "--config=configs/passm.py` (a config with a `mode`), or strategy='multi_worker' for "
+            "synchronous data parallelism over several workers."
+        )
+    if config.strategy not in strategies.SYNCHRONOUS:
+        raise ValueError(
+            f"config strategy must be one of {list(strategies.SYNCHRONOUS)}, got "
+            f"{config.strategy!r}."
+        )
+    if config.jit_compile is None:
+        config.jit_compile = config.strategy == "tpu"
+    if not isinstance(config.jit_compile, bool):
+        raise TypeError(
+            f"config jit_compile must be True, False or unset, got {config.jit_compile!r}."
+        )
+    for key in ("workers", "tpu"):
+        if not isinstance(config[key], str):
+            raise TypeError(f"config {key} must be a string, got {config[key]!r}.")
+    _check_int("task_index", config.task_index, minimum=0)
+
+
+def _check_target(config: ml_collections.ConfigDict) -> None:
+    target = config.target_accuracy
+    if not isinstance(target, float) or not 0 <= target <= 1:
+        raise ValueError(
+            f"config target_accuracy must be a float in [0, 1] (0 = none), got {target!r}."
+        )
+    if not isinstance(config.stop_at_target, bool):
+        raise TypeError(f"config stop_at_target must be a bool, got {config.stop_at_target!r}.")
+    if config.stop_at_target and not target:
+        raise ValueError(
+            "config stop_at_target=True needs a target: set target_accuracy in (0, 1], e.g. 0.9."
+        )
+
+
+def _check_int(key: str, value, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"config {key} must be an int, got {value!r} ({type(value).__name__}).")
+    if value < minimum:
+        raise ValueError(f"config {key} must be >= {minimum}, got {value!r}.")

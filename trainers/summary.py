@@ -1,0 +1,62 @@
+"""The end-of-run summary: what ``trainers.experiment.run`` returns, writes and prints.
+
+Example::
+
+    from trainers import summary
+
+    print(summary.format_summary(result))  # result = experiment.run(config, workdir)
+"""
+
+from __future__ import annotations
+
+from echoing import meters as echo_meters
+
+
+def make_summary(config, step, evaluation, counts: echo_meters.EchoMeters, clock, timings):
+    """The summary dict (see ``trainers.experiment.run``); target/timing entries None if unset."""
+    reached = clock.reached()
+    result = counts.result()
+    return {
+        "step": step,
+        "eval_accuracy": evaluation["eval_accuracy"],
+        "eval_loss": evaluation["eval_loss"],
+        "fresh_examples": result["fresh_examples"],
+        "emitted_examples": result["emitted_examples"],
+        "echo_ratio": result["echo_ratio"],
+        "train_seconds": float(clock.seconds.numpy()),
+        "target_accuracy": config.target_accuracy or None,
+        "steps_to_target": int(clock.target_step.numpy()) if reached else None,
+        "seconds_to_target": float(clock.target_seconds.numpy()) if reached else None,
+        "fresh_examples_to_target": int(clock.target_fresh.numpy()) if reached else None,
+        "upstream_seconds_per_step": timings.get("upstream"),
+        "downstream_seconds_per_step": timings.get("downstream"),
+        "upstream_downstream_ratio": (
+            timings["upstream"] / timings["downstream"] if timings else None
+        ),
+    }
+
+
+def format_summary(summary: dict[str, object]) -> str:
+    """The human-readable end-of-run report."""
+    lines = [
+        f"step {summary['step']}: eval accuracy {summary['eval_accuracy']:.4f} "
+        f"(loss {summary['eval_loss']:.4f}) after {summary['train_seconds']:.1f} s of training",
+        f"fresh examples read {summary['fresh_examples']}, examples emitted "
+        f"{summary['emitted_examples']} (echo ratio {summary['echo_ratio']:.2f})",
+    ]
+    if summary["target_accuracy"]:
+        if summary["steps_to_target"] is None:
+            lines.append(f"target accuracy {summary['target_accuracy']} not reached")
+        else:
+            lines.append(
+                f"target accuracy {summary['target_accuracy']} reached at step "
+                f"{summary['steps_to_target']} after {summary['seconds_to_target']:.1f} s and "
+                f"{summary['fresh_examples_to_target']} fresh examples"
+            )
+    if summary["upstream_downstream_ratio"] is not None:
+        lines.append(
+            f"t_up {1e3 * summary['upstream_seconds_per_step']:.2f} ms/batch (input pipeline "
+            f"alone), t_down {1e3 * summary['downstream_seconds_per_step']:.2f} ms/step (cached "
+            f"batch): R = {summary['upstream_downstream_ratio']:.2f}"
+        )
+    return "\n".join(lines)
