@@ -102,7 +102,7 @@ def _child(job: dict) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from absl import logging
 
-    from trainers import async_partitioned, local_cluster
+    from trainers import async_experiment, local_cluster
 
     logging.set_verbosity(logging.WARNING)
     import tensorflow as tf
@@ -116,7 +116,7 @@ def _child(job: dict) -> None:
         runs = [(mode, strategy, "parameter_server") for mode in ASYNC_MODES]
     for mode, strategy, strategy_name in runs:
         config = _config(settings, seed, mode, max(workers, 1), strategy_name)
-        result = async_partitioned.train_and_evaluate(config, None, strategy)
+        result = async_experiment.train_and_evaluate(config, None, strategy)
         result.update(seed=seed, num_workers=workers, method=mode)
         print("RESULT " + json.dumps(result), flush=True)
 

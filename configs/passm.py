@@ -1,12 +1,12 @@
 r"""Asynchronous partitioned SGD (PASSM+) on MNIST-1D with the 1-D CNN; ResNet variant.
 
-    python -m trainers.async_partitioned --config=configs/passm.py --workdir=/tmp/passm
-    python -m trainers.async_partitioned --config=configs/passm.py:smoke --workdir=/tmp/smoke
-    python -m trainers.async_partitioned --config=configs/passm.py:resnet --workdir=/tmp/resnet
-    python -m trainers.train --strategy=parameter_server --config=configs/passm.py --workdir=DIR
+    python -m trainers.train --config=configs/passm.py --workdir=/tmp/passm
+    python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/smoke
+    python -m trainers.train --config=configs/passm.py:resnet --workdir=/tmp/resnet
 
-The training binary runs it too: ``--strategy=parameter_server`` is this trainer; any other
-``--strategy`` (default, mirrored, multi_worker, tpu) trains synchronously and logs why.
+The training binary runs a config with a ``mode`` on the asynchronous trainer
+(``trainers.async_experiment``); ``--strategy=default`` or ``mirrored`` trains synchronously and
+logs why.
 
 Variants (``:arg``): ``""`` MNIST-1D CNN, PASSM+ with 2 workers; ``resnet``: the small ResNet on
 generated 32×32 images; ``smoke``: a few steps of the MLP (seconds); ``resnet_smoke``. Override

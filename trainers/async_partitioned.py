@@ -2,7 +2,7 @@
 
 Example (the binary; an in-process loopback cluster is started for it)::
 
-    python -m trainers.async_partitioned --config=configs/passm.py:smoke --workdir=/tmp/passm
+    python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/passm
 
 Example (the library)::
 
@@ -47,16 +47,14 @@ worker when its worker dies (at-least-once), and if the first run had already wr
 lands twice.
 
 Without a ``ParameterServerStrategy`` (default, Mirrored, MultiWorkerMirrored, TPU) there is no
-asynchrony to exploit: `train_and_evaluate` logs a warning and trains synchronously with the same
-momentum update (`SynchronousTrainer`).
+asynchrony to exploit: `trainers.async_experiment.train_and_evaluate` logs a warning and trains
+synchronously with the same momentum update (`SynchronousTrainer`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
+import contextlib
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -65,6 +63,8 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from trainers import checkpointing, controller, metrics_writer
+from trainers.async_state import TrainingState
 from trainers.block_partition import partition_blocks
 from trainers.passm_schedule import Phase
 
@@ -81,12 +81,6 @@ class ParameterServerLostError(RuntimeError):
     """A parameter server stopped answering; the run can resume from its last checkpoint."""
 
 
-def _raw_variable(variable: Any) -> tf.Variable:
-    # Keras 3 wraps tf.Variables; tape.watch and assign need the tf.Variable underneath.
-    value = getattr(variable, "value", variable)
-    return value if isinstance(value, tf.Variable) else variable
-
-
 def _mean_loss(model: keras.Model, features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
     return _LOSS(labels, model(features, training=True))
 
@@ -101,90 +95,12 @@ def _check_momentum(momentum: Any) -> None:
         raise ValueError(f"momentum must be a float in [0, 1), got {momentum!r}.")
 
 
-class _TrainingState(tf.Module):
-    """Parameters, momentum buffers and counters, created under the strategy's scope."""
-
-    def __init__(self, model: keras.Model, blocks: Sequence[range], momentum: float):
-        super().__init__(name="training_state")
-        self.parameters = [_raw_variable(v) for v in model.trainable_variables]
-        self.buffers = [_raw_variable(v) for v in model.non_trainable_variables]
-        self.momenta = [
-            tf.Variable(tf.zeros_like(v), trainable=False, name=f"momentum_{i}")
-            for i, v in enumerate(self.parameters)
-        ]
-        num_blocks = len(blocks)
-
-        def counters(name: str) -> list[tf.Variable]:
-            return [
-                tf.Variable(0, dtype=tf.int64, trainable=False, name=f"{name}_{b}")
-                for b in range(num_blocks)
-            ]
-
-        self.versions = counters("block_version")  # updates applied to each block
-        self.staleness_sum = counters("staleness_sum")
-        self.staleness_max = counters("staleness_max")
-        self.updates_applied = tf.Variable(0, dtype=tf.int64, trainable=False)
-        # Incremented first thing in every step: started − completed counts steps that began more
-        # than once (a worker died under them and the coordinator ran them again elsewhere).
-        self.steps_started = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.examples_seen = tf.Variable(0, dtype=tf.int64, trainable=False)
-        # Steps the coordinator saw finish (set between chunks): the resume point.
-        self.completed_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.blocks = [list(block) for block in blocks]
-        self.momentum = float(momentum)
-
-    def apply(
-        self, indices: Sequence[int], gradients: Sequence[tf.Tensor], rate: tf.Tensor
-    ) -> list[tf.Tensor]:
-        """Momentum update of ``parameters[indices]``; returns the written values."""
-        written = []
-        for index, gradient in zip(indices, gradients, strict=True):
-            velocity = self.momenta[index].assign(self.momentum * self.momenta[index] + gradient)
-            written.append(
-                self.parameters[index].assign_sub(tf.cast(rate, velocity.dtype) * velocity)
-            )
-        return written
-
-    def record(self, block: int, version_read: tf.Tensor, written: Sequence[tf.Tensor]) -> None:
-        # The version moves only after the block's parameters are written (nothing else orders
-        # them: automatic control dependencies only chain ops on the same variable).
-        with tf.control_dependencies(written):
-            version_written = self.versions[block].assign_add(1)
-        staleness = version_written - 1 - version_read
-        self.staleness_sum[block].assign_add(staleness)
-        # Racy max (read, then write) is fine: it is a diagnostic, and only this block's owner
-        # writes it in PASSM.
-        self.staleness_max[block].assign(tf.maximum(self.staleness_max[block], staleness))
-
-    def finish_step(self, batch_size: tf.Tensor, after: Sequence[tf.Tensor]) -> None:
-        # Counted only once the update is written, so a step cut short by a dying worker does
-        # not count as applied.
-        with tf.control_dependencies(after):
-            self.updates_applied.assign_add(1)
-        self.examples_seen.assign_add(tf.cast(batch_size, tf.int64))
-
-    def counters(self) -> dict[str, Any]:
-        updates = [int(v.numpy()) for v in self.versions]
-        sums = [int(v.numpy()) for v in self.staleness_sum]
-        return {
-            "updates_applied": int(self.updates_applied.numpy()),
-            "steps_started": int(self.steps_started.numpy()),
-            "examples_seen": int(self.examples_seen.numpy()),
-            "completed_steps": int(self.completed_steps.numpy()),
-            "block_updates": updates,
-            "block_staleness_mean": [
-                total / count if count else 0.0 for total, count in zip(sums, updates, strict=True)
-            ],
-            "block_staleness_max": [int(v.numpy()) for v in self.staleness_max],
-        }
-
-
 class _TrainerBase:
     """The loop shared by the async and sync trainers: chunks, evaluation, checkpoints, logs."""
 
     strategy: tf.distribute.Strategy
     model: keras.Model
-    state: _TrainingState
+    state: TrainingState
     blocks: list[range]
 
     def _start(self, dataset_fn: DatasetFn) -> None:
@@ -209,21 +125,25 @@ class _TrainerBase:
     ) -> dict[str, Any]:
         """Trains through ``phases``; evaluates and checkpoints every ``eval_every`` steps.
 
+        The outer loop is the synchronous trainer's (``trainers.controller``): one inner loop
+        per ``eval_every`` steps, each split at phase boundaries into chunks (the coordinator
+        waits for all scheduled steps at the end of a chunk; between, workers run freely).
+
         Args:
           dataset_fn: ``dataset_fn(worker_index)`` -> infinite dataset of (features, labels).
           phases: from `trainers.passm_schedule.make_schedule`.
-          eval_every: steps between evaluations/checkpoints (the coordinator waits for all
-            scheduled steps there; between them, workers run freely).
+          eval_every: steps between evaluations/checkpoints.
           evaluate: ``evaluate(model)`` -> accuracy; optional.
           workdir: if set, checkpoints go to ``workdir/checkpoints`` (and a run resumes from
-            them) and one JSON line per evaluation to ``workdir/log.jsonl``.
+            them), metrics to ``workdir/metrics.jsonl`` and TensorBoard (``metrics_writer``).
           target_accuracy: if set, ``train_seconds_to_target`` is the training time (evaluation
             excluded) at the first evaluation reaching it.
 
         Returns:
-          A dict: ``history`` (step, train_seconds, loss, accuracy per evaluation),
-          ``final_accuracy``, ``train_seconds``, ``train_seconds_to_target``, the counters of
-          `_TrainingState.counters`, ``duplicate_updates`` and ``blocks``.
+          A dict: ``history`` (step, mode, learning_rate, train_seconds, loss, accuracy per
+          evaluation), ``final_accuracy``, ``train_seconds``, ``train_seconds_to_target``,
+          ``start_step``, the counters of `TrainingState.counters`, ``retried_steps``,
+          ``duplicate_updates`` and ``blocks``.
 
         Raises:
           ParameterServerLostError: a parameter server died; the message names the checkpoint.
@@ -234,86 +154,114 @@ class _TrainerBase:
             raise ValueError("phases is empty; build it with passm_schedule.make_schedule.")
         manager = None
         if workdir:
-            checkpoint = tf.train.Checkpoint(state=self.state)
-            manager = tf.train.CheckpointManager(
-                checkpoint, os.path.join(workdir, "checkpoints"), max_to_keep=2
+            manager = checkpointing.make_manager(
+                os.path.join(workdir, "checkpoints"), max_to_keep=2, state=self.state
             )
-            if manager.latest_checkpoint:
-                checkpoint.restore(manager.latest_checkpoint)
+            if checkpointing.restore_latest(manager):
                 logging.info("Resumed from %s", manager.latest_checkpoint)
-        start_step = int(self.state.completed_steps.numpy())
+        inner = PhasedLoop(self, phases, evaluate)
+        start_step = inner.step
         self._start(dataset_fn)
-        history: list[dict[str, Any]] = []
-        train_seconds = 0.0
-        seconds_to_target = None
-        step = start_step
-        log_path = os.path.join(workdir, "log.jsonl") if workdir else None
-        try:
-            for phase in phases:
-                while step < phase.stop:
-                    if step < phase.start:
-                        step = phase.start
-                        continue
-                    next_eval = (step // eval_every + 1) * eval_every
-                    chunk = min(phase.stop, next_eval) - step
-                    began = time.perf_counter()
-                    self._train_chunk(phase.mode, chunk, phase.learning_rate)
-                    loss = self._finish_chunk()
-                    train_seconds += time.perf_counter() - began
-                    step += chunk
-                    if step % eval_every and step != phases[-1].stop:
-                        continue
-                    self.state.completed_steps.assign(step)
-                    accuracy = float(evaluate(self.model)) if evaluate else None
-                    record = {
-                        "step": step,
-                        "mode": phase.mode,
-                        "learning_rate": phase.learning_rate,
-                        "train_seconds": train_seconds,
-                        "loss": loss,
-                        "accuracy": accuracy,
-                    }
-                    history.append(record)
-                    if (
-                        seconds_to_target is None
-                        and target_accuracy is not None
-                        and accuracy is not None
-                        and accuracy >= target_accuracy
-                    ):
-                        seconds_to_target = train_seconds
-                    if manager:
-                        manager.save(checkpoint_number=step)
-                    if log_path:
-                        with open(log_path, "a") as log:
-                            log.write(json.dumps(record) + "\n")
-                    logging.info("step %d %s", step, record)
-        except tf.errors.OpError as error:
-            if "/job:ps" not in str(error) and not isinstance(error, tf.errors.UnavailableError):
-                raise
-            where = manager.latest_checkpoint if manager else None
-            raise ParameterServerLostError(
-                f"a parameter server stopped answering after step {step} "
-                f"({type(error).__name__}). "
-                + (
-                    f"Last checkpoint: {where}. Restart the parameter server and rerun the same "
-                    f"command with the same workdir to resume from it."
-                    if where
-                    else "No checkpoint was written (no workdir, or before the first "
-                    "evaluation); pass workdir= and a smaller eval_every to make runs resumable."
-                )
-            ) from error
+        # One inner loop per evaluation; evaluation time is kept off the training clock.
+        every = dict(steps_per_loop=eval_every, eval_every_steps=eval_every)
+        schedule = controller.Schedule(
+            num_steps=phases[-1].stop,
+            checkpoint_every_steps=eval_every,
+            target_accuracy=target_accuracy or 0.0,
+            evaluation_on_clock=False,
+            **every,
+        )
+        clock = controller.RunClock()
+        with contextlib.ExitStack() as stack:
+            writer = stack.enter_context(metrics_writer.MetricsWriter(workdir)) if workdir else None
+            outer = controller.Controller(
+                schedule, trainer=inner, clock=clock, manager=manager, writer=writer
+            )
+            _run_reporting_lost_servers(outer, inner, manager)
+        return self._result(inner, clock, start_step)
+
+    def _result(self, inner: PhasedLoop, clock: controller.RunClock, start_step: int) -> dict:
         counters = self.state.counters()
         return {
-            "history": history,
-            "final_accuracy": history[-1]["accuracy"] if history else None,
-            "train_seconds": train_seconds,
-            "train_seconds_to_target": seconds_to_target,
+            "history": inner.history,
+            "final_accuracy": inner.history[-1]["accuracy"] if inner.history else None,
+            "train_seconds": inner.train_seconds,
+            "train_seconds_to_target": (
+                float(clock.target_seconds.numpy()) if clock.reached() else None
+            ),
             "start_step": start_step,
             "retried_steps": counters["steps_started"] - counters["completed_steps"],
             "duplicate_updates": counters["updates_applied"] - counters["completed_steps"],
             "blocks": [[b.start, b.stop] for b in self.blocks],
             **counters,
         }
+
+
+class PhasedLoop:
+    """A trainer's steps through the PASSM+ phases, as ``trainers.controller``'s inner loop.
+
+    ``train(num_steps)`` runs the next ``num_steps`` steps, one chunk per phase they cross
+    (each chunk ends when every scheduled step has); ``evaluate()`` records a history entry.
+    ``step`` counts the steps the coordinator saw finish, in Python, so it can still be read
+    (for the error message) after a parameter server is gone.
+    """
+
+    def __init__(self, trainer: _TrainerBase, phases: Sequence[Phase], evaluate: EvaluateFn | None):
+        self.trainer = trainer
+        self.phases = list(phases)
+        self._evaluate = evaluate
+        self.step = int(trainer.state.completed_steps.numpy())
+        self.history: list[dict[str, Any]] = []
+        self.train_seconds = 0.0
+        self._last = {"mode": None, "learning_rate": None, "loss": None}
+
+    def train(self, num_steps: int) -> dict[str, float]:
+        began = time.perf_counter()
+        stop = self.step + num_steps
+        for phase in self.phases:
+            first, last = max(self.step, phase.start), min(stop, phase.stop)
+            if first >= last:
+                continue
+            self.trainer._train_chunk(phase.mode, last - first, phase.learning_rate)
+            loss = self.trainer._finish_chunk()
+            self._last = {"mode": phase.mode, "learning_rate": phase.learning_rate, "loss": loss}
+        self.step = stop
+        self.trainer.state.completed_steps.assign(stop)
+        seconds = time.perf_counter() - began
+        self.train_seconds += seconds
+        scalars = {"learning_rate": self._last["learning_rate"], "loop_seconds": seconds}
+        if self._last["loss"] is not None:
+            scalars["train_loss"] = self._last["loss"]
+        return scalars
+
+    def evaluate(self) -> dict[str, float]:
+        accuracy = float(self._evaluate(self.trainer.model)) if self._evaluate else None
+        record = {"step": self.step, **self._last, "train_seconds": self.train_seconds}
+        record["accuracy"] = accuracy
+        self.history.append(record)
+        logging.info("step %d %s", self.step, record)
+        return {} if accuracy is None else {"eval_accuracy": accuracy}
+
+
+def _run_reporting_lost_servers(outer: controller.Controller, inner: PhasedLoop, manager) -> None:
+    """``outer.run()``; a parameter server's death becomes a ``ParameterServerLostError``."""
+    try:
+        outer.run()
+    except tf.errors.OpError as error:
+        if "/job:ps" not in str(error) and not isinstance(error, tf.errors.UnavailableError):
+            raise
+        where = manager.latest_checkpoint if manager else None
+        raise ParameterServerLostError(
+            f"a parameter server stopped answering after step {inner.step} "
+            f"({type(error).__name__}). "
+            + (
+                f"Last checkpoint: {where}. Restart the parameter server and rerun the same "
+                f"command with the same workdir to resume from it."
+                if where
+                else "No checkpoint was written (no workdir, or before the first "
+                "evaluation); pass workdir= and a smaller eval_every to make runs resumable."
+            )
+        ) from error
 
 
 class AsyncPartitionedTrainer(_TrainerBase):
@@ -356,7 +304,7 @@ class AsyncPartitionedTrainer(_TrainerBase):
             self.model = model_fn()
             sizes = [int(v.shape.num_elements()) for v in self.model.trainable_variables]
             self.blocks = partition_blocks(sizes, num_workers)
-            self.state = _TrainingState(self.model, self.blocks, momentum)
+            self.state = TrainingState(self.model, self.blocks, momentum)
         self.steps_per_closure = steps_per_closure
         self._assm_steps = self._steps_fn(self._assm_step)
         self._passm_steps = self._steps_fn(self._passm_step)
@@ -468,7 +416,7 @@ class SynchronousTrainer(_TrainerBase):
         with strategy.scope():
             self.model = model_fn()
             self.blocks = [range(len(self.model.trainable_variables))]
-            self.state = _TrainingState(self.model, self.blocks, momentum)
+            self.state = TrainingState(self.model, self.blocks, momentum)
         self._train_steps = tf.function(self._train_steps_fn)
         self._last_loss = None
 
@@ -510,149 +458,3 @@ class SynchronousTrainer(_TrainerBase):
 
     def _finish_chunk(self) -> float | None:
         return float(self._last_loss.numpy())
-
-
-STRATEGIES = ("parameter_server", "default", "mirrored")
-
-
-def make_strategy(config) -> tf.distribute.Strategy:
-    """Builds ``config.strategy``; for PS, connects to ``config.cluster_spec`` or starts one.
-
-    ``config.cluster_spec`` is a JSON dict with ``worker``, ``ps`` and ``chief`` addresses (this
-    process is the chief/coordinator); empty starts ``config.num_workers`` workers and one PS in
-    this process on 127.0.0.1.
-    """
-    from trainers import local_cluster
-
-    if config.strategy not in STRATEGIES:
-        raise ValueError(f"config.strategy must be one of {STRATEGIES}, got {config.strategy!r}.")
-    if config.strategy == "default":
-        return tf.distribute.get_strategy()
-    if config.strategy == "mirrored":
-        return tf.distribute.MirroredStrategy()
-    if config.cluster_spec:
-        spec = json.loads(config.cluster_spec)
-        if set(spec) != {"worker", "ps", "chief"}:
-            raise ValueError(
-                f"config.cluster_spec needs exactly the jobs worker, ps and chief, got "
-                f'{sorted(spec)}; e.g. \'{{"worker": ["127.0.0.1:2222"], "ps": '
-                f'["127.0.0.1:2223"], "chief": ["127.0.0.1:2224"]}}\'.'
-            )
-        resolver = local_cluster.chief_resolver(spec)
-    else:
-        resolver = local_cluster.start_in_process(config.num_workers).resolver
-    return tf.distribute.experimental.ParameterServerStrategy(resolver)
-
-
-def train_and_evaluate(
-    config, workdir: str | None, strategy: tf.distribute.Strategy | None = None
-) -> dict[str, Any]:
-    """Runs ``config`` (see ``configs/passm.py``) under ``strategy``; the binaries' entry point.
-
-    ``mode`` in assm/passm/passm_plus needs a ``ParameterServerStrategy``; under any other
-    strategy this logs a warning and trains synchronously (same momentum update, same steps).
-    Returns `_TrainerBase.run`'s dict plus ``mode`` (the mode actually run), ``requested_mode``,
-    ``strategy`` and ``phases``; writes it to ``workdir/result.json`` when ``workdir`` is set.
-    """
-    from trainers import async_data, models, passm_schedule
-
-    mode = config.mode
-    if mode not in passm_schedule.MODES:
-        raise ValueError(f"config.mode must be one of {passm_schedule.MODES}, got {mode!r}.")
-    # Checked before make_strategy so a bad combination fails before any cluster starts.
-    if strategy is None:
-        is_ps = config.strategy == "parameter_server"
-    else:
-        is_ps = isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
-    if mode == "sync" and is_ps:
-        raise ValueError(
-            "mode='sync' with a ParameterServerStrategy: parameter-server training is "
-            "asynchronous; use mode='assm' for full-gradient async steps, or strategy='default' "
-            "/ 'mirrored' for synchronous SGD."
-        )
-    strategy = strategy if strategy is not None else make_strategy(config)
-    if mode != "sync" and not is_ps:
-        logging.warning(
-            "mode=%s needs asynchronous updates, which only ParameterServerStrategy provides; "
-            "%s is synchronous, so training falls back to synchronous SGD with momentum "
-            "(mode=sync, same steps and learning-rate decays).",
-            mode,
-            type(strategy).__name__,
-        )
-        mode = "sync"
-    data = async_data.load(
-        config.dataset, num_train=config.num_train, num_eval=config.num_eval, seed=config.data_seed
-    )
-    num_workers = config.num_workers if is_ps else 1
-
-    def model_fn() -> keras.Model:
-        keras.utils.set_random_seed(config.seed)
-        return models.build_model(config.model, data.input_shape, async_data.NUM_CLASSES)
-
-    if is_ps:
-        trainer = AsyncPartitionedTrainer(
-            strategy,
-            model_fn,
-            num_workers=num_workers,
-            momentum=config.momentum,
-            steps_per_closure=config.steps_per_closure,
-        )
-    else:
-        trainer = SynchronousTrainer(strategy, model_fn, momentum=config.momentum)
-    phases = passm_schedule.make_schedule(
-        mode,
-        num_steps=config.num_steps,
-        num_workers=max(num_workers, 2) if mode == "passm_plus" else num_workers,
-        learning_rate=config.learning_rate,
-        decay_fractions=tuple(config.decay_fractions),
-        decay_factor=config.decay_factor,
-        assm_warmup_fraction=config.assm_warmup_fraction,
-        assm_window_fraction=config.assm_window_fraction,
-    )
-    dataset_fn = async_data.make_dataset_fn(
-        data, batch_size=config.batch_size, seed=config.seed, num_workers=num_workers
-    )
-    result = trainer.run(
-        dataset_fn,
-        phases,
-        eval_every=config.eval_every,
-        evaluate=async_data.make_evaluate(data),
-        workdir=workdir,
-        target_accuracy=config.get("target_accuracy"),
-    )
-    result.update(
-        mode=mode,
-        requested_mode=config.mode,
-        strategy=type(strategy).__name__,
-        num_workers=num_workers,
-        phases=[dataclasses.asdict(p) for p in phases],
-    )
-    if workdir:
-        with open(os.path.join(workdir, "result.json"), "w") as output:
-            json.dump(result, output, indent=1)
-    return result
-
-
-def main(argv: Sequence[str]) -> None:
-    del argv
-    from absl import flags
-
-    flag_values = flags.FLAGS
-    try:
-        result = train_and_evaluate(flag_values.config, flag_values.workdir)
-    except ParameterServerLostError as error:
-        # One clear line instead of a gRPC traceback; exit status 3 tells scripts to resume.
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(3)
-    summary = {k: v for k, v in result.items() if k not in ("history", "phases")}
-    print(json.dumps(summary, indent=1))
-
-
-if __name__ == "__main__":
-    from absl import app, flags
-    from ml_collections import config_flags
-
-    config_flags.DEFINE_config_file("config", None, "configs/passm.py[:variant]")
-    flags.DEFINE_string("workdir", None, "Checkpoints, log.jsonl and result.json go here.")
-    flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)

@@ -4,36 +4,99 @@ Example::
 
     from trainers import controller
 
-    clock = controller.RunClock()
     outer = controller.Controller(
-        config, trainer=trainer, techniques=techniques, counts=counts, clock=clock,
-        manager=manager, writer=writer,
+        controller.Schedule.from_run_config(config), trainer=trainer, techniques=techniques,
+        counts=counts, manager=manager, writer=writer,
     )
     step, evaluation = outer.run()
 
 The inner loop is ``trainers.loop.Trainer.train(num_steps)`` (one ``tf.function`` call, after
-which every technique observes the loop's feedback). Around it the controller runs to
-``config.num_steps`` in loops that end at every multiple of ``steps_per_loop``,
+which every technique observes the loop's feedback) or the asynchronous partitioned trainer's
+(``trainers.async_partitioned``: closures scheduled on parameter-server workers). Around it the
+controller runs to ``schedule.num_steps`` in loops that end at every multiple of ``steps_per_loop``,
 ``eval_every_steps`` and ``checkpoint_every_steps``; evaluates there (and when the fresh
 examples consumed cross a multiple of ``eval_every_fresh_examples``); records the first
 crossing of ``target_accuracy`` (and stops there with ``stop_at_target``); writes one metrics
 row per loop with the techniques' scalars; and saves checkpoints. Evaluation is on the run's
-clock: it is part of the cost of reaching the target.
+clock (part of the cost of reaching the target) unless ``Schedule.evaluation_on_clock`` is off.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any, Protocol
 
+import numpy as np
 import tensorflow as tf
 import tqdm
 
 from echoing import meters as echo_meters
 from echoing.techniques import Technique
-from trainers import loop, metrics_writer
+from trainers import metrics_writer
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """When the outer loop stops to evaluate, checkpoint and log, and when it ends.
+
+    Attributes:
+      num_steps: the step training ends at.
+      steps_per_loop: most train steps per inner loop (one ``train`` call).
+      eval_every_steps, checkpoint_every_steps: every multiple of these ends a loop there.
+      eval_every_fresh_examples: > 0 also evaluates after the loop in which the fresh examples
+        consumed (``batch_size`` / echo factor per step) cross a multiple of it.
+      batch_size: global batch size, for ``eval_every_fresh_examples``.
+      target_accuracy: its first crossing at an evaluation is recorded (0: no target).
+      stop_at_target: end at that crossing.
+      evaluation_on_clock: count evaluation time as training time (the cost of reaching the
+        target); False keeps the clock to training alone.
+      progress_bar: show a tqdm bar on stderr.
+    """
+
+    num_steps: int
+    steps_per_loop: int
+    eval_every_steps: int
+    checkpoint_every_steps: int
+    eval_every_fresh_examples: int = 0
+    batch_size: int = 0
+    target_accuracy: float = 0.0
+    stop_at_target: bool = False
+    evaluation_on_clock: bool = True
+    progress_bar: bool = False
+
+    @classmethod
+    def from_run_config(cls, config) -> Schedule:
+        """The schedule of a ``trainers.run_config`` config."""
+        return cls(
+            num_steps=config.num_steps,
+            steps_per_loop=config.steps_per_loop,
+            eval_every_steps=config.eval_every_steps,
+            checkpoint_every_steps=config.checkpoint_every_steps,
+            eval_every_fresh_examples=config.eval_every_fresh_examples,
+            batch_size=config.data.batch_size,
+            target_accuracy=config.target_accuracy,
+            stop_at_target=config.stop_at_target,
+            progress_bar=config.progress_bar,
+        )
+
+
+class InnerLoop(Protocol):
+    """What the controller drives: ``trainers.loop.Trainer`` or the asynchronous trainer.
+
+    ``step`` is the global step (a ``tf.Variable`` or an int); ``train(num_steps)`` returns
+    scalars including ``"loop_seconds"`` (its wall time); ``evaluate()`` returns scalars, with
+    ``"eval_accuracy"`` when there is an eval set.
+    """
+
+    step: Any
+
+    def train(self, num_steps: int) -> dict[str, float]: ...
+
+    def evaluate(self) -> dict[str, float]: ...
 
 
 class RunClock(tf.Module):
@@ -58,24 +121,24 @@ class RunClock(tf.Module):
 
 
 class Controller:
-    """Drives one run's ``Trainer`` to ``config.num_steps`` (see the module docstring)."""
+    """Drives an ``InnerLoop`` to ``schedule.num_steps`` (see the module docstring)."""
 
     def __init__(
         self,
-        config,
+        schedule: Schedule,
         *,
-        trainer: loop.Trainer,
-        techniques: Sequence[Technique],
-        counts: echo_meters.EchoMeters,
-        clock: RunClock,
-        manager: tf.train.CheckpointManager,
-        writer: metrics_writer.MetricsWriter,
+        trainer: InnerLoop,
+        techniques: Sequence[Technique] = (),
+        counts: echo_meters.EchoMeters | None = None,
+        clock: RunClock | None = None,
+        manager: tf.train.CheckpointManager | None = None,
+        writer: metrics_writer.MetricsWriter | None = None,
     ):
-        self.config = config
+        self.schedule = schedule
         self.trainer = trainer
         self.techniques = tuple(techniques)
         self.counts = counts
-        self.clock = clock
+        self.clock = clock or RunClock()
         self.manager = manager
         self.writer = writer
         # Fresh examples consumed, and consumed at the last evaluation (eval_every_fresh_examples):
@@ -83,81 +146,94 @@ class Controller:
         self._consumed = self._consumed_at_eval = 0.0
 
     def stopped(self) -> bool:
-        return self.config.stop_at_target and self.clock.reached()
+        return self.schedule.stop_at_target and self.clock.reached()
 
     def run(self) -> tuple[int, dict[str, float]]:
         """Trains to the end (or the target); returns the step reached and the last evaluation."""
-        step = int(self.trainer.step.numpy())
+        step = _current_step(self.trainer)
         evaluation = {}
         progress = tqdm.tqdm(
-            total=self.config.num_steps,
+            total=self.schedule.num_steps,
             initial=step,
             desc="train",
             unit="step",
-            disable=not self.config.progress_bar,
+            disable=not self.schedule.progress_bar,
             file=sys.stderr,
         )
         with progress:
-            while step < self.config.num_steps and not self.stopped():
+            while step < self.schedule.num_steps and not self.stopped():
                 step, evaluated = self._loop(step, progress)
                 evaluation = evaluated or evaluation
         return step, evaluation
 
     def _loop(self, step: int, progress: tqdm.tqdm) -> tuple[int, dict[str, float]]:
         """One inner loop and what follows it; returns the new step and any evaluation."""
-        config = self.config
+        schedule = self.schedule
         boundary = min(
-            _next_multiple(step, config.steps_per_loop),
-            _next_multiple(step, config.eval_every_steps),
-            _next_multiple(step, config.checkpoint_every_steps),
-            config.num_steps,
+            _next_multiple(step, schedule.steps_per_loop),
+            _next_multiple(step, schedule.eval_every_steps),
+            _next_multiple(step, schedule.checkpoint_every_steps),
+            schedule.num_steps,
         )
         echo_factor = math.prod(t.echo_factor() for t in self.techniques)
-        self._consumed += (boundary - step) * config.data.batch_size / echo_factor
+        self._consumed += (boundary - step) * schedule.batch_size / echo_factor
         result = self.trainer.train(boundary - step)
         self.clock.seconds.assign_add(result.pop("loop_seconds"))
         scalars = {**result, **_echo_scalars(self.counts)}
         for technique in self.techniques:
             scalars.update(technique.scalars())
-        step = int(self.trainer.step.numpy())
+        step = _current_step(self.trainer)
         progress.update(boundary - progress.n)
         evaluation = {}
         if self._evaluation_due(step):
             evaluation = self._evaluate(step)
             scalars.update(evaluation)
-            progress.set_postfix(accuracy=f"{evaluation['eval_accuracy']:.4f}")
+            if "eval_accuracy" in evaluation:
+                progress.set_postfix(accuracy=f"{evaluation['eval_accuracy']:.4f}")
         scalars["train_seconds"] = float(self.clock.seconds.numpy())
-        self.writer.write(step, scalars)
-        if step % config.checkpoint_every_steps == 0 or step == config.num_steps or self.stopped():
+        if self.writer is not None:
+            self.writer.write(step, scalars)
+        checkpoint_due = step % schedule.checkpoint_every_steps == 0 or step == schedule.num_steps
+        if self.manager is not None and (checkpoint_due or self.stopped()):
             self.manager.save(checkpoint_number=step)
         return step, evaluation
 
     def _evaluation_due(self, step: int) -> bool:
-        every = self.config.eval_every_fresh_examples
+        every = self.schedule.eval_every_fresh_examples
         fresh_due = every and self._consumed // every > self._consumed_at_eval // every
         return bool(
-            step % self.config.eval_every_steps == 0 or step == self.config.num_steps or fresh_due
+            step % self.schedule.eval_every_steps == 0
+            or step == self.schedule.num_steps
+            or fresh_due
         )
 
     def _evaluate(self, step: int) -> dict[str, float]:
         self._consumed_at_eval = self._consumed
         start = time.perf_counter()
         evaluation = self.trainer.evaluate()
-        # Evaluation is part of the cost of reaching the target, so it is on the clock.
-        self.clock.seconds.assign_add(time.perf_counter() - start)
-        self.clock.record_target(
-            self.config.target_accuracy,
-            evaluation["eval_accuracy"],
-            step,
-            self.counts.fresh.value(),
-        )
+        if self.schedule.evaluation_on_clock:
+            # Evaluation is part of the cost of reaching the target, so it is on the clock.
+            self.clock.seconds.assign_add(time.perf_counter() - start)
+        if "eval_accuracy" in evaluation:
+            fresh = self.counts.fresh.value() if self.counts is not None else -1
+            self.clock.record_target(
+                self.schedule.target_accuracy, evaluation["eval_accuracy"], step, fresh
+            )
         return evaluation
+
+
+def _current_step(trainer: InnerLoop) -> int:
+    # A tf.Variable (the synchronous loop) or a Python int (the asynchronous trainer's count of
+    # steps the coordinator saw finish, readable when a parameter server is gone).
+    return int(np.asarray(trainer.step))
 
 
 def _next_multiple(step: int, every: int) -> int:
     return (step // every + 1) * every
 
 
-def _echo_scalars(counts: echo_meters.EchoMeters) -> dict[str, float]:
+def _echo_scalars(counts: echo_meters.EchoMeters | None) -> dict[str, float]:
+    if counts is None:
+        return {}
     result = counts.result()
     return {key: result[key] for key in ("fresh_examples", "emitted_examples", "echo_ratio")}

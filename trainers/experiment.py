@@ -105,7 +105,7 @@ def run(
             # Stops the techniques' threads at the end, also when training raises.
             cleanup.callback(technique.close)
         outer = controller.Controller(
-            config,
+            controller.Schedule.from_run_config(config),
             trainer=trainer,
             techniques=techniques,
             counts=counts,

@@ -71,6 +71,38 @@ def make_schedule(
     Raises:
       ValueError: on an unknown mode or an out-of-range number (the message names it).
     """
+    _check_arguments(
+        mode,
+        num_steps,
+        num_workers,
+        learning_rate,
+        list(decay_fractions),
+        decay_factor,
+        assm_warmup_fraction,
+        assm_window_fraction,
+    )
+    return _phases(
+        mode,
+        num_steps,
+        num_workers,
+        learning_rate,
+        [round(f * num_steps) for f in decay_fractions],
+        decay_factor,
+        assm_warmup_fraction,
+        assm_window_fraction,
+    )
+
+
+def _check_arguments(
+    mode,
+    num_steps,
+    num_workers,
+    learning_rate,
+    decay_fractions,
+    decay_factor,
+    assm_warmup_fraction,
+    assm_window_fraction,
+) -> None:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
     for name, value in (("num_steps", num_steps), ("num_workers", num_workers)):
@@ -83,7 +115,6 @@ def make_schedule(
         )
     if not learning_rate > 0:
         raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}.")
-    decay_fractions = list(decay_fractions)
     if any(not 0 < f < 1 for f in decay_fractions) or decay_fractions != sorted(
         set(decay_fractions)
     ):
@@ -100,7 +131,17 @@ def make_schedule(
         if not 0 <= value <= 1:
             raise ValueError(f"{name} must be in [0, 1], got {value!r}.")
 
-    decay_steps = [round(f * num_steps) for f in decay_fractions]
+
+def _phases(
+    mode,
+    num_steps,
+    num_workers,
+    learning_rate,
+    decay_steps,
+    decay_factor,
+    assm_warmup_fraction,
+    assm_window_fraction,
+) -> list[Phase]:
     # Every point where the rule or the LR may change; phases are the gaps between them.
     cuts = {0, num_steps, *decay_steps}
     assm_ranges: list[tuple[int, int]] = []

@@ -22,8 +22,9 @@ Names:
   with neither it is a one-worker cluster on the local devices.
 - ``tpu``: ``TPUClusterResolver`` + ``initialize_tpu_system`` + ``TPUStrategy``. ``tpu`` names
   the TPU (``"local"`` on a Cloud TPU VM, a TPU name or ``grpc://`` address for a TPU node).
-- ``parameter_server``: not built here: ``trainers.async_partitioned`` owns the cluster and the
-  coordinator (``python -m trainers.train --strategy=parameter_server --config=configs/passm.py``).
+- ``parameter_server``: ``ParameterServerStrategy`` for the asynchronous partitioned trainer
+  (``python -m trainers.train --strategy=parameter_server --config=configs/passm.py``): joins
+  ``cluster_spec`` as its chief, or starts a loopback cluster in this process.
 
 The strategy must be created before any other TensorFlow work in the process
 (``MultiWorkerMirroredStrategy`` configures collective ops on the runtime at creation).
@@ -31,6 +32,7 @@ The strategy must be created before any other TensorFlow work in the process
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -63,56 +65,65 @@ def make_strategy(
     workers: Sequence[str] = (),
     task_index: int = 0,
     tpu: str = "",
+    cluster_spec: str | dict = "",
+    num_workers: int = 2,
 ) -> tf.distribute.Strategy:
-    """Builds the synchronous strategy ``name`` (see the module docstring).
+    """Builds the strategy ``name`` (see the module docstring); the one strategy factory.
 
     Args:
-      name: one of ``SYNCHRONOUS``.
+      name: one of ``NAMES``.
       workers: ``multi_worker`` only: every worker's ``host:port``, the same list in every
         worker process; empty uses ``TF_CONFIG`` (or one local worker without it).
       task_index: ``multi_worker`` with ``workers``: this process's index in ``workers``.
       tpu: ``tpu`` only: ``"local"``, a TPU name or a ``grpc://host:port`` address; empty uses
         the ``TPU_NAME`` environment variable.
+      cluster_spec: ``parameter_server`` only: the cluster to join, ``{"worker": [...], "ps":
+        [...], "chief": [...]}`` (or its JSON), this process being the chief (coordinator);
+        empty starts ``num_workers`` workers and one parameter server in this process on
+        127.0.0.1 (``trainers.local_cluster``).
+      num_workers: ``parameter_server`` without ``cluster_spec``: workers to start.
 
     Raises:
-      ValueError: an unknown name, ``parameter_server`` (built by the async trainer), bad
-        worker addresses or task index, options given to a strategy that does not use them,
-        or ``tpu`` on a machine without a TPU.
+      ValueError: an unknown name, bad worker addresses, task index or cluster spec, options
+        given to a strategy that does not use them, or ``tpu`` on a machine without a TPU.
     """
     check_name(name)
     workers = _check_workers(workers)
     _check_task_index(task_index, workers)
     if not isinstance(tpu, str):
         raise TypeError(f"tpu must be a string (a TPU name, 'local' or grpc://...), got {tpu!r}.")
-    if name != "multi_worker" and workers:
-        raise ValueError(
-            f"workers={list(workers)} is only used by strategy='multi_worker', got "
-            f"strategy={name!r}; drop the worker addresses or use --strategy=multi_worker."
-        )
-    if name != "tpu" and tpu:
-        raise ValueError(
-            f"tpu={tpu!r} is only used by strategy='tpu', got strategy={name!r}; drop it or use "
-            "--strategy=tpu."
-        )
-    if name == "parameter_server":
-        raise ValueError(
-            "strategy='parameter_server' runs the asynchronous trainer, which builds its own "
-            "cluster and coordinator: use `python -m trainers.train --strategy=parameter_server "
-            "--config=configs/passm.py` (trainers.async_partitioned.train_and_evaluate)."
-        )
+    for option, value, owner in (
+        ("workers", list(workers), "multi_worker"),
+        ("tpu", tpu, "tpu"),
+        ("cluster_spec", cluster_spec, "parameter_server"),
+    ):
+        if value and name != owner:
+            raise ValueError(
+                f"{option}={value!r} is only used by strategy={owner!r}, got strategy={name!r}; "
+                f"drop it or use --strategy={owner}."
+            )
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
     if name == "multi_worker":
         return _multi_worker(workers, task_index)
+    if name == "parameter_server":
+        return _parameter_server(cluster_spec, num_workers)
     return _tpu(tpu)
 
 
 def from_config(config) -> tf.distribute.Strategy:
-    """``make_strategy`` for a run config's ``strategy``, ``workers``, ``task_index``, ``tpu``."""
+    """``make_strategy`` for a config's ``strategy`` and the options it has of ``workers``,
+    ``task_index``, ``tpu`` (``trainers.run_config``), ``cluster_spec`` and ``num_workers``
+    (``configs/passm.py``)."""
     return make_strategy(
-        config.strategy, workers=config.workers, task_index=config.task_index, tpu=config.tpu
+        config.strategy,
+        workers=config.get("workers", ""),
+        task_index=config.get("task_index", 0),
+        tpu=config.get("tpu", ""),
+        cluster_spec=config.get("cluster_spec", ""),
+        num_workers=config.get("num_workers", 2),
     )
 
 
@@ -202,6 +213,23 @@ def _multi_worker(workers, task_index) -> tf.distribute.Strategy:
         rpc_layer="grpc",
     )
     return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+
+
+def _parameter_server(cluster_spec, num_workers: int) -> tf.distribute.Strategy:
+    from trainers import local_cluster
+
+    if cluster_spec:
+        spec = json.loads(cluster_spec) if isinstance(cluster_spec, str) else dict(cluster_spec)
+        if set(spec) != {"worker", "ps", "chief"}:
+            raise ValueError(
+                f"cluster_spec needs exactly the jobs worker, ps and chief, got "
+                f'{sorted(spec)}; e.g. \'{{"worker": ["127.0.0.1:2222"], "ps": '
+                f'["127.0.0.1:2223"], "chief": ["127.0.0.1:2224"]}}\'.'
+            )
+        resolver = local_cluster.chief_resolver(spec)
+    else:
+        resolver = local_cluster.start_in_process(num_workers).resolver
+    return tf.distribute.experimental.ParameterServerStrategy(resolver)
 
 
 def _tpu(tpu: str) -> tf.distribute.Strategy:

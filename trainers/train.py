@@ -18,7 +18,7 @@ Example::
 each worker reads its shard of the data; the chief writes ``--workdir``, the others
 ``WORKDIR/workers/worker_I``),
 ``tpu`` (``--config.tpu=local`` on a TPU VM; train and eval steps are XLA-compiled) and
-``parameter_server``, which runs ``trainers.async_partitioned`` and needs a config with a
+``parameter_server``, which runs ``trainers.async_experiment`` and needs a config with a
 ``mode`` (``configs/passm.py``). A ``configs/passm.py`` run under a synchronous strategy trains
 synchronously and says so (its asynchronous modes need a parameter server).
 
@@ -93,18 +93,18 @@ def main(argv: list[str]) -> None:
 
 
 def _run_partitioned(config, workdir: str) -> None:
-    """``trainers.async_partitioned`` under ``config.strategy``; prints the result's summary.
+    """``trainers.async_experiment`` under ``config.strategy``; prints the result's summary.
 
     Under a synchronous strategy the asynchronous modes fall back to synchronous SGD with a
-    logged warning (``async_partitioned.train_and_evaluate``).
+    logged warning (``async_experiment.train_and_evaluate``).
     """
-    from trainers import async_partitioned
+    from trainers import async_experiment, async_partitioned
 
     strategy = None
     if config.strategy != "parameter_server":
         strategy = strategies.make_strategy(config.strategy)
     try:
-        result = async_partitioned.train_and_evaluate(config, workdir, strategy=strategy)
+        result = async_experiment.train_and_evaluate(config, workdir, strategy=strategy)
     except async_partitioned.ParameterServerLostError as error:
         # One clear line instead of a gRPC traceback; exit status 3 tells scripts to resume.
         print(f"error: {error}", file=sys.stderr)

@@ -31,7 +31,7 @@ def _start_coordinator(spec: dict, workdir: str, output) -> subprocess.Popen:
         [
             sys.executable,
             "-m",
-            "trainers.async_partitioned",
+            "trainers.train",
             "--config=configs/passm.py:smoke",
             f"--workdir={workdir}",
             f"--config.cluster_spec={json.dumps(spec)}",
@@ -54,7 +54,7 @@ def _read(path: str) -> str:
 
 
 def _wait_for_first_evaluation(workdir: str, process: subprocess.Popen) -> dict:
-    log = os.path.join(workdir, "log.jsonl")
+    log = os.path.join(workdir, "metrics.jsonl")
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         assert process.poll() is None, f"coordinator exited with {process.returncode}"

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainers import async_partitioned, passm_schedule
+from trainers import async_experiment, async_partitioned, async_state, passm_schedule
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -101,7 +101,7 @@ def test_passm_plus_learns_the_toy_problem(scenarios):
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
 def test_momentum_update_matches_heavy_ball(momentum):
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-    state = async_partitioned._TrainingState(model, [range(2)], momentum)
+    state = async_state.TrainingState(model, [range(2)], momentum)
     rate = 0.1
     initial = [v.numpy().copy() for v in state.parameters]
     gradients = [
@@ -138,7 +138,7 @@ def test_non_ps_strategy_falls_back_to_sync_with_a_message(
     mode, make_strategy, strategy_name, caplog, tmp_path
 ):
     with caplog.at_level(logging.WARNING):
-        result = async_partitioned.train_and_evaluate(
+        result = async_experiment.train_and_evaluate(
             _smoke_config(mode), str(tmp_path), make_strategy()
         )
     messages = " ".join(record.getMessage() for record in caplog.records)
@@ -153,7 +153,7 @@ def test_non_ps_strategy_falls_back_to_sync_with_a_message(
 
 def test_sync_mode_logs_no_fallback(caplog, tmp_path):
     with caplog.at_level(logging.WARNING):
-        result = async_partitioned.train_and_evaluate(
+        result = async_experiment.train_and_evaluate(
             _smoke_config("sync"), None, tf.distribute.get_strategy()
         )
     assert "falls back" not in " ".join(r.getMessage() for r in caplog.records)
@@ -202,24 +202,24 @@ def _tiny_model():
             "eval_every must be a positive int, got 0",
         ),
         (
-            lambda: async_partitioned.make_strategy(_config_with(cluster_spec='{"worker": []}')),
+            lambda: async_experiment.make_strategy(_config_with(cluster_spec='{"worker": []}')),
             ValueError,
             "needs exactly the jobs worker, ps and chief, got \\['worker'\\]",
         ),
         (
-            lambda: async_partitioned.make_strategy(_config_with(strategy="tpu_pod")),
+            lambda: async_experiment.make_strategy(_config_with(strategy="tpu_pod")),
             ValueError,
             "config.strategy must be one of .*got 'tpu_pod'",
         ),
         (
-            lambda: async_partitioned.train_and_evaluate(
+            lambda: async_experiment.train_and_evaluate(
                 _smoke_config("fast"), None, tf.distribute.get_strategy()
             ),
             ValueError,
             "config.mode must be one of .*got 'fast'",
         ),
         (
-            lambda: async_partitioned.train_and_evaluate(
+            lambda: async_experiment.train_and_evaluate(
                 _config_with(mode="sync", strategy="parameter_server"), None
             ),
             ValueError,
@@ -238,7 +238,7 @@ def test_config_smoke_variants_train(variant, tmp_path):
     config = passm_config.get_config(variant)
     config.strategy = "default"
     config.mode = "sync"
-    result = async_partitioned.train_and_evaluate(config, str(tmp_path))
+    result = async_experiment.train_and_evaluate(config, str(tmp_path))
     assert result["completed_steps"] == result["updates_applied"] == config.num_steps
     assert [h["step"] for h in result["history"]] == list(
         range(config.eval_every, config.num_steps + 1, config.eval_every)

@@ -20,7 +20,13 @@ PASSM = os.path.join(REPOSITORY, "configs", "passm.py")
     ("name", "options", "error", "message"),
     [
         ("horovod", {}, ValueError, r"strategy must be one of \['default', 'mirrored'"),
-        ("parameter_server", {}, ValueError, r"--config=configs/passm\.py"),
+        (
+            "parameter_server",
+            {"cluster_spec": '{"worker": []}'},
+            ValueError,
+            r"needs exactly the jobs worker, ps and chief, got \['worker'\]",
+        ),
+        ("default", {"cluster_spec": "{}"}, ValueError, "only used by strategy='parameter_server'"),
         ("default", {"workers": ["127.0.0.1:1"]}, ValueError, "only used by strategy='multi"),
         ("mirrored", {"tpu": "local"}, ValueError, "only used by strategy='tpu'"),
         ("multi_worker", {"workers": ["localhost"]}, ValueError, "must look like 'host:port'"),

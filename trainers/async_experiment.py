@@ -1,0 +1,133 @@
+"""One asynchronous partitioned run (ASSM / PASSM / PASSM+) from a ``configs/passm.py`` config.
+
+Example::
+
+    python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/passm
+
+    from trainers import async_experiment
+    result = async_experiment.train_and_evaluate(config, "/tmp/passm")  # config: passm.py's
+
+``mode`` in assm/passm/passm_plus needs a ``ParameterServerStrategy`` (``strategy =
+"parameter_server"``: a loopback cluster started here, or ``cluster_spec`` to join); under any
+other strategy the run logs a warning and trains synchronously (same momentum update, same
+steps and learning-rate decays). The outer loop is ``trainers.controller``'s, as for every run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from trainers import async_data, async_partitioned, models, passm_schedule, strategies
+
+# Strategies the asynchronous trainer runs under (the synchronous ones as a fallback).
+STRATEGIES = ("parameter_server", "default", "mirrored")
+
+
+def make_strategy(config) -> tf.distribute.Strategy:
+    """``strategies.from_config`` for the strategies this trainer runs under."""
+    if config.strategy not in STRATEGIES:
+        raise ValueError(f"config.strategy must be one of {STRATEGIES}, got {config.strategy!r}.")
+    return strategies.from_config(config)
+
+
+def train_and_evaluate(
+    config, workdir: str | None, strategy: tf.distribute.Strategy | None = None
+) -> dict[str, Any]:
+    """Runs ``config`` (see ``configs/passm.py``) under ``strategy`` (default: the config's).
+
+    Returns `async_partitioned._TrainerBase.run`'s dict plus ``mode`` (the mode actually run),
+    ``requested_mode``, ``strategy``, ``num_workers`` and ``phases``; writes it to
+    ``workdir/result.json`` when ``workdir`` is set.
+    """
+    is_ps = _check_mode(config, strategy)
+    strategy = strategy if strategy is not None else make_strategy(config)
+    mode = config.mode
+    if mode != "sync" and not is_ps:
+        logging.warning(
+            "mode=%s needs asynchronous updates, which only ParameterServerStrategy provides; "
+            "%s is synchronous, so training falls back to synchronous SGD with momentum "
+            "(mode=sync, same steps and learning-rate decays).",
+            mode,
+            type(strategy).__name__,
+        )
+        mode = "sync"
+    data = async_data.load(
+        config.dataset, num_train=config.num_train, num_eval=config.num_eval, seed=config.data_seed
+    )
+    num_workers = config.num_workers if is_ps else 1
+    trainer = _make_trainer(config, strategy, data, num_workers, is_ps)
+    phases = _phases(config, mode, num_workers)
+    result = trainer.run(
+        async_data.make_dataset_fn(
+            data, batch_size=config.batch_size, seed=config.seed, num_workers=num_workers
+        ),
+        phases,
+        eval_every=config.eval_every,
+        evaluate=async_data.make_evaluate(data),
+        workdir=workdir,
+        target_accuracy=config.get("target_accuracy"),
+    )
+    result.update(
+        mode=mode,
+        requested_mode=config.mode,
+        strategy=type(strategy).__name__,
+        num_workers=num_workers,
+        phases=[dataclasses.asdict(p) for p in phases],
+    )
+    if workdir:
+        with open(os.path.join(workdir, "result.json"), "w") as output:
+            json.dump(result, output, indent=1)
+    return result
+
+
+def _check_mode(config, strategy) -> bool:
+    """Whether the run is on a parameter server; checked before any cluster starts."""
+    if config.mode not in passm_schedule.MODES:
+        raise ValueError(f"config.mode must be one of {passm_schedule.MODES}, got {config.mode!r}.")
+    if strategy is None:
+        is_ps = config.strategy == "parameter_server"
+    else:
+        is_ps = isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
+    if config.mode == "sync" and is_ps:
+        raise ValueError(
+            "mode='sync' with a ParameterServerStrategy: parameter-server training is "
+            "asynchronous; use mode='assm' for full-gradient async steps, or strategy='default' "
+            "/ 'mirrored' for synchronous SGD."
+        )
+    return is_ps
+
+
+def _make_trainer(config, strategy, data, num_workers: int, is_ps: bool):
+    def model_fn() -> keras.Model:
+        keras.utils.set_random_seed(config.seed)
+        return models.build_model(config.model, data.input_shape, async_data.NUM_CLASSES)
+
+    if is_ps:
+        return async_partitioned.AsyncPartitionedTrainer(
+            strategy,
+            model_fn,
+            num_workers=num_workers,
+            momentum=config.momentum,
+            steps_per_closure=config.steps_per_closure,
+        )
+    return async_partitioned.SynchronousTrainer(strategy, model_fn, momentum=config.momentum)
+
+
+def _phases(config, mode: str, num_workers: int) -> list[passm_schedule.Phase]:
+    return passm_schedule.make_schedule(
+        mode,
+        num_steps=config.num_steps,
+        num_workers=max(num_workers, 2) if mode == "passm_plus" else num_workers,
+        learning_rate=config.learning_rate,
+        decay_fractions=tuple(config.decay_fractions),
+        decay_factor=config.decay_factor,
+        assm_warmup_fraction=config.assm_warmup_fraction,
+        assm_window_fraction=config.assm_window_fraction,
+    )
