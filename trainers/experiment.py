@@ -93,7 +93,6 @@ def run(
     strategy = strategies.from_config(config)
     workdir = strategies.worker_directory(strategy, workdir)
     tf.io.gfile.makedirs(workdir)
-    keras.utils.set_random_seed(config.seed)
     user_stages = technique_modules.Stages(insertions)
     counts = echo_meters.EchoMeters()
     trainer = _build_trainer(config, strategy, counts, user_stages)
@@ -128,13 +127,16 @@ def run(
 
 def _build_trainer(config, strategy, counts, user_stages) -> loop.Trainer:
     """The run's techniques, model, optimizer and ``Trainer``, in the order seeds expect."""
+    # Shapes and classes for the model, and the data prepared (generated on first use) before
+    # seeding: generation draws from the global generators, and a run must initialise its
+    # Assistant and model as a run that finds the data cached does. The pipelines that train
+    # are built per input pipeline (host/worker) by the dataset functions.
+    datasets = inputs.make_datasets(config)
+    keras.utils.set_random_seed(config.seed)
     # Host state (meters, technique tables and filters) lives outside the strategy scope.
     techniques = technique_modules.from_config(
         _technique_context(config, strategy), extra=[user_stages]
     )
-    # Shapes and classes for the model; the pipelines that train are built per input pipeline
-    # (host/worker) by the dataset functions.
-    datasets = inputs.make_datasets(config, techniques)
     with strategy.scope():
         model = models.build_model(config.model, datasets.input_shape, datasets.num_classes)
         optimizer = optimizers.make_optimizer(config)

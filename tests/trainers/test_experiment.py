@@ -137,3 +137,13 @@ def test_mirrored_strategy_run_resumes_without_the_iterator(
     assert experiment.run(config, workdir)["step"] == 20
     assert "at step 10" in capsys.readouterr().err
     assert [r["step"] for r in metrics_writer.read_metrics(workdir)] == [10, 20]
+
+
+def test_a_run_that_generates_its_data_trains_as_one_that_finds_it_cached(load_config, tmp_path):
+    """Generating MNIST-1D draws from the global generators; the model must not see that."""
+    config = load_config("mnist1d", "smoke")
+    config.data.data_dir = str(tmp_path / "data")  # empty: the first run generates the data
+    config.timing_steps, config.progress_bar = 0, False
+    generated = experiment.run(config, str(tmp_path / "first"))
+    cached = experiment.run(config, str(tmp_path / "second"))
+    assert cached["eval_loss"] == generated["eval_loss"]
