@@ -12,7 +12,7 @@ Example::
         print(batch["inputs"].shape, batch["label"].shape, batch["id"].shape)
 """
 
-from pipelines.config import default_data_config, resolve_data_config
+from pipelines.config import default_data_config, locked_update, resolve_data_config
 from pipelines.datasets import Datasets, checkpointable, make_datasets, stage_seed
 from pipelines.examples import examples_by_id
 from pipelines.pipeline import Pipeline, Stage
@@ -24,6 +24,7 @@ __all__ = [
     "checkpointable",
     "default_data_config",
     "examples_by_id",
+    "locked_update",
     "make_datasets",
     "resolve_data_config",
     "stage_seed",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import re
 
 import ml_collections
 import tensorflow as tf
@@ -79,6 +80,10 @@ def default_data_config() -> ml_collections.ConfigDict:
 def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """Returns the defaults updated with ``config``, after checking every key and value.
 
+    The defaults are a locked, type-safe ConfigDict: an unknown key or a value of the wrong
+    type is refused by ml_collections (naming the field, and the closest known key); what
+    types cannot say (ranges, choices, combinations) is checked here.
+
     Raises:
       TypeError: ``config`` is not a ConfigDict/dict, or a value has the wrong type.
       ValueError: an unknown key, or a value outside its allowed set or range.
@@ -88,83 +93,89 @@ def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.Con
             f"data_config must be an ml_collections.ConfigDict, got {type(config).__name__}; "
             "start from pipelines.default_data_config()."
         )
-    resolved = default_data_config()
     given = config.to_dict() if isinstance(config, ml_collections.ConfigDict) else dict(config)
-    unknown = sorted(set(given) - set(resolved.keys()))
-    if unknown:
-        raise ValueError(
-            f"unknown data config key(s) {unknown}; valid keys are {sorted(resolved.keys())}."
-        )
-    # A fresh ConfigDict (not an update) so that ConfigDict's own type coercion does not preempt
-    # the clearer checks below.
-    resolved = ml_collections.ConfigDict({**resolved.to_dict(), **given})
-
+    resolved = locked_update(default_data_config(), given, "data config")
     _check_choice("source", resolved.source, SOURCES)
     _check_choice("augment", resolved.augment, AUGMENTATIONS)
-    _check_int("batch_size", resolved.batch_size, minimum=1)
-    _check_int("eval_batch_size", resolved.eval_batch_size, minimum=1)
-    _check_int("shuffle_buffer", resolved.shuffle_buffer, minimum=0)
-    _check_int("echo_buffer_size", resolved.echo_buffer_size, minimum=0)
-    _check_autotune_int("num_parallel_calls", resolved.num_parallel_calls)
-    _check_autotune_int("prefetch", resolved.prefetch, allow_zero=True)
+    for key in ("batch_size", "eval_batch_size", "gcs_request_attempts", "gcs_read_attempts"):
+        _check_minimum(key, resolved[key], 1)
+    _check_minimum("gcs_block_size", resolved.gcs_block_size, 1)
+    for key in ("shuffle_buffer", "echo_buffer_size"):
+        _check_minimum(key, resolved[key], 0)
+    for key in ("gcs_retry_delay", "gcs_max_retry_delay"):
+        if resolved[key] < 0:
+            raise ValueError(f"data config {key} must be seconds >= 0, got {resolved[key]!r}.")
+    _check_autotune("num_parallel_calls", resolved.num_parallel_calls, minimum=1)
+    _check_autotune("prefetch", resolved.prefetch, minimum=0)
     if resolved.source == "mnist1d":
-        _check_int("num_train", resolved.num_train, minimum=1)
-        _check_int("num_eval", resolved.num_eval, minimum=1)
-    if resolved.num_classes is not None:
-        _check_int("num_classes", resolved.num_classes, minimum=1)
-    if resolved.image_size is not None:
-        _check_int("image_size", resolved.image_size, minimum=1)
-    echo = resolved.echo
-    if isinstance(echo, bool) or not isinstance(echo, numbers.Real) or not echo > 0:
+        _check_minimum("num_train", resolved.num_train, 1)
+        _check_minimum("num_eval", resolved.num_eval, 1)
+    for key in ("num_classes", "image_size"):
+        if resolved[key] is not None:
+            _check_integer(key, resolved[key])
+            _check_minimum(key, resolved[key], 1)
+    if not resolved.echo > 0:
         raise ValueError(
-            f"data config echo must be a number > 0 (1.0 = no echo), got {echo!r}; e.g. echo=2.0."
-        )
-    if not isinstance(resolved.echo_insert, str):
-        raise TypeError(
-            f"data config echo_insert must be a string such as 'before_augment', got "
-            f"{resolved.echo_insert!r}."
-        )
-    if not isinstance(resolved.skip_corrupt, bool):
-        raise TypeError(
-            f"data config skip_corrupt must be True or False, got {resolved.skip_corrupt!r}."
+            f"data config echo must be a number > 0 (1.0 = no echo), got {resolved.echo!r}; "
+            "e.g. echo=2.0."
         )
     if resolved.skip_corrupt and resolved.source != "tfrecord":
         raise ValueError(
             f"data config skip_corrupt applies to source='tfrecord' only, got source="
             f"{resolved.source!r}; set skip_corrupt=False."
         )
-    _check_int("gcs_request_attempts", resolved.gcs_request_attempts, minimum=1)
-    _check_int("gcs_read_attempts", resolved.gcs_read_attempts, minimum=1)
-    _check_int("gcs_block_size", resolved.gcs_block_size, minimum=1)
-    for key in ("gcs_retry_delay", "gcs_max_retry_delay"):
-        value = resolved[key]
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
-            raise ValueError(f"data config {key} must be seconds >= 0, got {value!r}.")
     _check_service(resolved)
-    if resolved.source == "tfds" and not resolved.name:
-        raise ValueError("data config source='tfds' needs name, e.g. name='cifar10'; got name=''.")
-    if resolved.source == "tfrecord":
-        for key in ("train_files", "eval_files"):
-            if not resolved[key] or not isinstance(resolved[key], str):
-                raise ValueError(
-                    f"data config source='tfrecord' needs {key} (a glob, local or gs://), got "
-                    f"{resolved[key]!r}; e.g. {key}='gs://bucket/{key.split('_')[0]}-*.tfrecord'."
-                )
-        if resolved.num_classes is None:
-            raise ValueError(
-                "data config source='tfrecord' needs num_classes (TFRecord files carry no "
-                "metadata), got None; e.g. num_classes=10."
-            )
+    _check_source(resolved)
     return resolved
+
+
+def locked_update(
+    defaults: ml_collections.ConfigDict, given: dict, what: str
+) -> ml_collections.ConfigDict:
+    """``defaults``, locked (no new keys) and type-safe, updated with ``given``.
+
+    Raises:
+      ValueError: a key ``defaults`` does not have (ml_collections names the closest one).
+      TypeError: a value whose type cannot be cast to the default's (ints do become floats).
+    """
+    defaults.lock()
+    try:
+        defaults.update(given)
+    except KeyError as error:
+        # ml_collections' message lists every field's value; keep its key and its suggestion.
+        message = str(error.args[0])
+        key = re.search(r'Key "([^"]+)"', message)
+        suggestion = re.search(r'Did you mean "([^"]+)"', message)
+        raise ValueError(
+            f"unknown {what} key {key.group(1) if key else message!r}"
+            + (f"; did you mean {suggestion.group(1)!r}?" if suggestion else ".")
+            + f" Valid keys: {sorted(defaults.keys())}."
+        ) from None
+    except TypeError as error:
+        raise TypeError(f"{what}: {error}") from None
+    return defaults
+
+
+def _check_source(config: ml_collections.ConfigDict) -> None:
+    if config.source == "tfds" and not config.name:
+        raise ValueError("data config source='tfds' needs name, e.g. name='cifar10'; got name=''.")
+    if config.source != "tfrecord":
+        return
+    for key in ("train_files", "eval_files"):
+        if not config[key]:
+            raise ValueError(
+                f"data config source='tfrecord' needs {key} (a glob, local or gs://), got "
+                f"{config[key]!r}; e.g. {key}='gs://bucket/{key.split('_')[0]}-*.tfrecord'."
+            )
+    if config.num_classes is None:
+        raise ValueError(
+            "data config source='tfrecord' needs num_classes (TFRecord files carry no "
+            "metadata), got None; e.g. num_classes=10."
+        )
 
 
 def _check_service(config: ml_collections.ConfigDict) -> None:
     address = config.service_address
-    if not isinstance(address, str):
-        raise TypeError(
-            f"data config service_address must be a string ('' = off, 'grpc://host:port' or "
-            f"'local'), got {address!r}."
-        )
     _check_choice(
         "service_processing_mode",
         config.service_processing_mode,
@@ -200,16 +211,19 @@ def _check_choice(key: str, value, choices: tuple[str, ...]) -> None:
         raise ValueError(f"data config {key} must be one of {list(choices)}, got {value!r}.")
 
 
-def _check_int(key: str, value, *, minimum: int) -> None:
+def _check_integer(key: str, value) -> None:
+    # Only for fields whose default is None, which ml_collections leaves untyped.
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(
             f"data config {key} must be an int, got {value!r} ({type(value).__name__})."
         )
+
+
+def _check_minimum(key: str, value, minimum: int) -> None:
     if value < minimum:
         raise ValueError(f"data config {key} must be >= {minimum}, got {value!r}.")
 
 
-def _check_autotune_int(key: str, value, *, allow_zero: bool = False) -> None:
-    if value == tf.data.AUTOTUNE and not isinstance(value, bool):
-        return
-    _check_int(key, value, minimum=0 if allow_zero else 1)
+def _check_autotune(key: str, value, *, minimum: int) -> None:
+    if value != tf.data.AUTOTUNE:
+        _check_minimum(key, value, minimum)

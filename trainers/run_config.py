@@ -15,8 +15,6 @@ checked by its module in ``echoing.techniques``.
 
 from __future__ import annotations
 
-import numbers
-
 import ml_collections
 from ml_collections import config_dict
 
@@ -85,11 +83,13 @@ def _default_strategy_fields(config: ml_collections.ConfigDict) -> None:
 def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """Checks ``config`` against ``default_config()``: unknown keys and bad values raise.
 
-    The data section is checked by ``pipelines.resolve_data_config``, technique fields by
-    ``echoing.techniques.check_config``.
+    The defaults are a locked, type-safe ConfigDict, so ml_collections refuses unknown keys and
+    wrongly typed values; the checks here are what types cannot say (ranges, choices,
+    combinations). The data section is checked by ``pipelines.resolve_data_config``, technique
+    fields by ``echoing.techniques.check_config``.
 
     Raises:
-      TypeError: ``config`` is not a ConfigDict.
+      TypeError: ``config`` is not a ConfigDict, or a value of the wrong type.
       ValueError: an unknown key or an out-of-range value, naming the key and what is expected.
     """
     if not isinstance(config, ml_collections.ConfigDict):
@@ -97,17 +97,11 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
             f"config must be an ml_collections.ConfigDict, got {type(config).__name__}; start "
             "from trainers.experiment.default_config()."
         )
-    defaults = default_config()
-    unknown = sorted(set(config.keys()) - set(defaults.keys()))
-    if unknown:
-        raise ValueError(
-            f"unknown config key(s) {unknown}; valid keys are {sorted(defaults.keys())}."
-        )
-    # A fresh ConfigDict rather than an update of the defaults: ConfigDict's type locking would
-    # otherwise reject some values with a less helpful message than the checks below.
     given = config.to_dict()
-    data = pipelines.resolve_data_config(given.pop("data", defaults.data))
-    resolved = ml_collections.ConfigDict({**defaults.to_dict(), **given, "data": data.to_dict()})
+    data = pipelines.resolve_data_config(given.pop("data", {}))
+    resolved = pipelines.locked_update(default_config(), given, "config")
+    with resolved.unlocked():
+        resolved.data = data
     _check_schedule(resolved)
     _check_strategy(resolved)
     techniques.check_config(resolved)
@@ -121,21 +115,19 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
 
 def _check_schedule(config: ml_collections.ConfigDict) -> None:
     for key in ("num_steps", "steps_per_loop", "eval_every_steps", "checkpoint_every_steps"):
-        _check_int(key, config[key], minimum=1)
-    _check_int("max_checkpoints_to_keep", config.max_checkpoints_to_keep, minimum=1)
-    _check_int("warmup_steps", config.warmup_steps, minimum=0)
-    _check_int("timing_steps", config.timing_steps, minimum=0)
-    _check_int("eval_every_fresh_examples", config.eval_every_fresh_examples, minimum=0)
-    _check_int("seed", config.seed, minimum=0)
+        _check_minimum(key, config[key], 1)
+    for key in ("max_checkpoints_to_keep", "diagnose_steps"):
+        _check_minimum(key, config[key], 1)
+    for key in ("warmup_steps", "timing_steps", "eval_every_fresh_examples", "seed"):
+        _check_minimum(key, config[key], 0)
     if config.warmup_steps >= config.num_steps:
         raise ValueError(
             f"config warmup_steps={config.warmup_steps} must be < num_steps={config.num_steps}."
         )
-    if not isinstance(config.learning_rate, float) or not config.learning_rate > 0:
-        raise ValueError(f"config learning_rate must be a float > 0, got {config.learning_rate!r}.")
-    if not isinstance(config.weight_decay, float) or config.weight_decay < 0:
-        raise ValueError(f"config weight_decay must be a float >= 0, got {config.weight_decay!r}.")
-    _check_int("diagnose_steps", config.diagnose_steps, minimum=1)
+    if not config.learning_rate > 0:
+        raise ValueError(f"config learning_rate must be > 0, got {config.learning_rate!r}.")
+    if config.weight_decay < 0:
+        raise ValueError(f"config weight_decay must be >= 0, got {config.weight_decay!r}.")
 
 
 def _check_strategy(config: ml_collections.ConfigDict) -> None:
@@ -153,32 +145,19 @@ def _check_strategy(config: ml_collections.ConfigDict) -> None:
         )
     if config.jit_compile is None:
         config.jit_compile = config.strategy == "tpu"
-    if not isinstance(config.jit_compile, bool):
-        raise TypeError(
-            f"config jit_compile must be True, False or unset, got {config.jit_compile!r}."
-        )
-    for key in ("workers", "tpu"):
-        if not isinstance(config[key], str):
-            raise TypeError(f"config {key} must be a string, got {config[key]!r}.")
-    _check_int("task_index", config.task_index, minimum=0)
+    _check_minimum("task_index", config.task_index, 0)
 
 
 def _check_target(config: ml_collections.ConfigDict) -> None:
     target = config.target_accuracy
-    if not isinstance(target, float) or not 0 <= target <= 1:
-        raise ValueError(
-            f"config target_accuracy must be a float in [0, 1] (0 = none), got {target!r}."
-        )
-    if not isinstance(config.stop_at_target, bool):
-        raise TypeError(f"config stop_at_target must be a bool, got {config.stop_at_target!r}.")
+    if not 0 <= target <= 1:
+        raise ValueError(f"config target_accuracy must be in [0, 1] (0 = none), got {target!r}.")
     if config.stop_at_target and not target:
         raise ValueError(
             "config stop_at_target=True needs a target: set target_accuracy in (0, 1], e.g. 0.9."
         )
 
 
-def _check_int(key: str, value, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"config {key} must be an int, got {value!r} ({type(value).__name__}).")
+def _check_minimum(key: str, value, minimum: int) -> None:
     if value < minimum:
         raise ValueError(f"config {key} must be >= {minimum}, got {value!r}.")

@@ -94,8 +94,6 @@ def default_config(config) -> None:
 
 
 def check_config(config) -> None:
-    for key in ("assist", "assist_reweight", "assist_asynchronous"):
-        config_checks.boolean(key, config[key])
     config_checks.fraction("assist_base_prob", config.assist_base_prob)
     if not config.assist:
         return

@@ -17,8 +17,6 @@ Config fields: ``auto_echo_max_factor`` (0 = off, else the factor's upper bound,
 
 from __future__ import annotations
 
-import numbers
-
 from echoing.auto_echo import AutoEcho
 from echoing.techniques.base import Context, Feedback, Insertion, Technique
 
@@ -75,7 +73,7 @@ def default_config(config) -> None:
 
 def check_config(config) -> None:
     auto = config.auto_echo_max_factor
-    if isinstance(auto, bool) or not isinstance(auto, numbers.Real) or not (auto == 0 or auto >= 1):
+    if not (auto == 0 or auto >= 1):
         raise ValueError(
             f"config auto_echo_max_factor must be 0 (off) or a number >= 1, got {auto!r}; e.g. 8."
         )

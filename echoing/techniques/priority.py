@@ -127,7 +127,6 @@ def default_config(config) -> None:
 
 
 def check_config(config) -> None:
-    config_checks.boolean("pgd", config.pgd)
     for key in ("pgd_top_ratio", "pgd_renew_ratio"):
         config_checks.fraction(key, config[key])
     if not config.pgd:

@@ -106,7 +106,7 @@ def test_meters_count_what_the_service_delivers(tiny_config, dispatcher):
             "cannot be combined with skip_corrupt=True",
         ),
         ({"service_processing_mode": "dynamic"}, ValueError, "service_processing_mode must be"),
-        ({"service_address": 5050}, TypeError, "service_address must be a string"),
+        ({"service_address": 5050}, TypeError, "'service_address'.*cannot be casted to .*str"),
     ],
 )
 def test_service_config_errors(overrides, error, message):

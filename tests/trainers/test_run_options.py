@@ -36,7 +36,7 @@ def test_training_stops_at_the_first_eval_reaching_the_target(
 @pytest.mark.parametrize(
     ("overrides", "error", "message"),
     [
-        ({"stop_at_target": 1}, TypeError, "stop_at_target must be a bool"),
+        ({"stop_at_target": 1}, TypeError, "'stop_at_target'.*cannot be casted to .*bool"),
         ({"stop_at_target": True, "target_accuracy": 0.0}, ValueError, "needs a target"),
     ],
 )
