@@ -41,6 +41,7 @@ import tensorflow as tf
 
 import echoing
 from echoing import meters as echo_meters
+from echoing.techniques.base import check_insertions
 from echoing.types import DatasetTransformation
 from pipelines import augment, service, sources
 from pipelines.config import resolve_data_config
@@ -152,7 +153,7 @@ def make_datasets(
             "strategy.distribute_datasets_from_function passes to your function) or None, got "
             f"{type(input_context).__name__}."
         )
-    insertions = _check_insertions(insertions)
+    insertions = check_insertions(insertions)
     config = resolve_data_config(data_config)
     batch_size = _per_replica(config.batch_size, "batch_size", input_context)
     eval_batch_size = _per_replica(config.eval_batch_size, "eval_batch_size", input_context)
@@ -284,22 +285,6 @@ def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipe
             "after_prefetch", meters.emitted.count(rows=True), name="count_emitted"
         )
     return pipeline
-
-
-def _check_insertions(insertions) -> tuple[tuple[str, str, DatasetTransformation], ...]:
-    insertions = tuple(insertions)
-    for insertion in insertions:
-        if (
-            not isinstance(insertion, tuple)
-            or len(insertion) != 3
-            or not isinstance(insertion[0], str)
-            or not isinstance(insertion[1], str)
-        ):
-            raise TypeError(
-                "insertions must be (point, name, transformation) tuples, e.g. "
-                f"('after_augment', 'assistant', filter_stage); got {insertion!r}."
-            )
-    return insertions
 
 
 def _eval_pipeline(config, split, batch_size) -> Pipeline:

@@ -191,19 +191,25 @@ class Stages(Technique):
     name = "stages"
 
     def __init__(self, insertions: Sequence[tuple[str, str, DatasetTransformation]]):
-        insertions = tuple(insertions)
-        for insertion in insertions:
-            if (
-                not isinstance(insertion, tuple)
-                or len(insertion) != 3
-                or not isinstance(insertion[0], str)
-                or not isinstance(insertion[1], str)
-            ):
-                raise TypeError(
-                    "insertions must be (point, name, transformation) tuples, e.g. "
-                    f"('after_augment', 'assistant', filter_stage); got {insertion!r}."
-                )
-        self._insertions = [Insertion(*insertion) for insertion in insertions]
+        self._insertions = check_insertions(insertions)
 
     def stages(self) -> list[Insertion]:
         return list(self._insertions)
+
+
+def check_insertions(insertions) -> tuple[Insertion, ...]:
+    """``insertions`` as ``Insertion``s, or a TypeError naming the one that is not a
+    ``(point, name, transformation)`` tuple."""
+    insertions = tuple(insertions)
+    for insertion in insertions:
+        if (
+            not isinstance(insertion, tuple)
+            or len(insertion) != 3
+            or not isinstance(insertion[0], str)
+            or not isinstance(insertion[1], str)
+        ):
+            raise TypeError(
+                "insertions must be (point, name, transformation) tuples, e.g. "
+                f"('after_augment', 'assistant', filter_stage); got {insertion!r}."
+            )
+    return tuple(Insertion(*insertion) for insertion in insertions)
