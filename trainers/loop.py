@@ -50,6 +50,7 @@ import keras
 import tensorflow as tf
 
 from echoing.techniques import Feedback, Technique, replaces_gradients
+from trainers import loop_checks
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
@@ -147,12 +148,14 @@ class Trainer(tf.Module):
     ):
         """Builds the optimizer's slots, the step counter and the distributed train iterator."""
         super().__init__(name="trainer")
-        _check_arguments(model, optimizer, train_dataset_fn, eval_dataset_fn, jit_compile)
+        loop_checks.check_arguments(
+            model, optimizer, train_dataset_fn, eval_dataset_fn, jit_compile
+        )
         self.strategy = strategy or tf.distribute.get_strategy()
-        _check_placed(model, self.strategy)
+        loop_checks.check_placed(model, self.strategy)
         self.model = model
         self.optimizer = optimizer
-        self.techniques = _check_techniques(techniques)
+        self.techniques = loop_checks.check_techniques(techniques)
         hooks = [t for t in self.techniques if replaces_gradients(t)]
         self._gradient_technique = hooks[0] if hooks else None
         self._collect = any(t.wants_losses for t in self.techniques)
@@ -164,7 +167,7 @@ class Trainer(tf.Module):
         # compiling with XLA", TF 2.21): there only the forward/backward pass is compiled and the
         # all-reduce + update run outside. On GPUs/TPUs (no merge_call in XLA context) and under
         # the default strategy the update is compiled too.
-        self._compiled_update = not _on_cpu(self.strategy, jit_compile)
+        self._compiled_update = not loop_checks.on_cpu(self.strategy, jit_compile)
         with self.strategy.scope():
             # Build the slots now, so a checkpoint restores them instead of deferring the restore.
             if not self.optimizer.built:
@@ -184,7 +187,7 @@ class Trainer(tf.Module):
             train_dataset_fn, train_input_options
         )
         if jit_compile:
-            _check_static_shapes(self.train_dataset.element_spec)
+            loop_checks.check_static_shapes(self.train_dataset.element_spec)
         self.iterator = iter(self.train_dataset)
         self._eval_dataset_fn = eval_dataset_fn
         self._compile_steps(jit_compile)
@@ -239,9 +242,9 @@ class Trainer(tf.Module):
         self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables, strict=True))
 
     def _step_and_update_body(self, batch):
-        per_example, loss, gradients, priorities = self._forward_backward_body(batch)
+        per_example, loss, gradients, aux = self._forward_backward_body(batch)
         self._apply(gradients)
-        return per_example, loss, gradients, priorities
+        return per_example, loss, gradients, aux
 
     def _train_loop_body(self, iterator, num_steps):
         collect = self._collect
@@ -352,102 +355,7 @@ class Trainer(tf.Module):
         }
 
 
-def _check_static_shapes(element_spec) -> None:
-    """Refuses train batches whose shapes XLA would have to recompile for (or TPUs reject)."""
-    dynamic = [
-        f"{name} {spec.shape}"
-        for name, spec in _named_specs(element_spec, "batch")
-        if isinstance(spec, tf.TensorSpec) and not spec.shape.is_fully_defined()
-    ]
-    if dynamic:
-        raise ValueError(
-            f"jit_compile=True needs train batches of static shape, got {', '.join(dynamic)}; "
-            "batch with drop_remainder=True (after any filter), or use jit_compile=False."
-        )
-
-
-def _named_specs(spec, name: str):
-    if isinstance(spec, dict):
-        for key, value in spec.items():
-            yield from _named_specs(value, f"{name}[{key!r}]")
-    elif isinstance(spec, tf.TensorSpec):
-        yield name, spec
-    else:
-        # Per-replica and other composite specs: their component specs, without names.
-        for component in tf.nest.flatten(spec, expand_composites=True):
-            yield from _named_specs(component, name)
-
-
 def _weighted(per_example: tf.Tensor, sample_weight: tf.Tensor | None) -> tf.Tensor:
     if sample_weight is None:
         return per_example
     return per_example * tf.cast(sample_weight, per_example.dtype)
-
-
-def _check_arguments(model, optimizer, train_dataset_fn, eval_dataset_fn, jit_compile) -> None:
-    if not isinstance(model, keras.Model):
-        raise TypeError(f"model must be a keras.Model, got {type(model).__name__}.")
-    if not isinstance(optimizer, keras.optimizers.Optimizer):
-        raise TypeError(
-            f"optimizer must be a keras.optimizers.Optimizer, got {type(optimizer).__name__}."
-        )
-    for name, fn in (("train_dataset_fn", train_dataset_fn), ("eval_dataset_fn", eval_dataset_fn)):
-        if fn is not None and not callable(fn):
-            raise TypeError(f"{name} must be callable (InputContext -> Dataset), got {fn!r}.")
-    if train_dataset_fn is None:
-        raise TypeError("train_dataset_fn is required (InputContext -> Dataset).")
-    if not isinstance(jit_compile, bool):
-        raise TypeError(f"jit_compile must be True or False, got {jit_compile!r}.")
-
-
-def _check_techniques(techniques) -> tuple[Technique, ...]:
-    techniques = tuple(techniques)
-    for technique in techniques:
-        if not isinstance(technique, Technique):
-            raise TypeError(
-                "each entry of techniques must be an echoing.techniques.Technique (wrap a "
-                "(ids, losses, step) callable in techniques.LossCallback), got "
-                f"{technique!r}."
-            )
-    hooks = [t.name for t in techniques if replaces_gradients(t)]
-    if len(hooks) > 1:
-        raise ValueError(
-            f"techniques {hooks} each replace the backward pass; a run can use one of them."
-        )
-    return techniques
-
-
-def _check_placed(model, strategy) -> None:
-    unplaced = [
-        v.name
-        for v in model.trainable_variables
-        # Keras 3 variables wrap the tf.Variable the strategy created (or did not).
-        if not strategy.extended.variable_created_in_scope(
-            v.value if isinstance(v, keras.Variable) else v
-        )
-    ]
-    if unplaced:
-        raise ValueError(
-            f"model variables {unplaced[:3]} were not created under "
-            f"{type(strategy).__name__}.scope(); build the model and optimizer "
-            "inside `with strategy.scope():`."
-        )
-
-
-def _on_cpu(strategy, jit_compile: bool) -> bool:
-    """Whether every replica runs on a CPU; refuses XLA over several CPU devices."""
-    try:
-        devices = [
-            tf.DeviceSpec.from_string(d).device_type for d in strategy.extended.worker_devices
-        ]
-    except RuntimeError:
-        # The default strategy has no device list: one replica, wherever TF places it.
-        devices = ["default"]
-    on_cpu = all(device == "CPU" for device in devices)
-    if jit_compile and on_cpu and len(devices) > 1:
-        raise ValueError(
-            f"jit_compile=True under {type(strategy).__name__} over {len(devices)} CPU "
-            "devices: XLA's CPU backend compiles for one device and cannot reach variables "
-            "mirrored on the others. Use jit_compile=False, one CPU device, or GPUs/TPUs."
-        )
-    return on_cpu
