@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from echoing import echo
+from echoing.echo import MAX_FACTOR
 
 IMPLEMENTATIONS = ["auto", "vectorized", "per_element"]
 
@@ -239,6 +240,8 @@ def test_distribute_datasets_from_function(strategy_factory):
         ({"factor": -2}, ValueError, r"got -2\.0; use e >= 1"),
         ({"factor": float("nan")}, ValueError, r"got nan"),
         ({"factor": float("inf")}, ValueError, r"got inf"),
+        ({"factor": 1e9}, ValueError, r"at most MAX_FACTOR=1000, got 1000000000\.0; .*echo\(4\)"),
+        ({"factor": 1000.5}, ValueError, r"at most MAX_FACTOR=1000, got 1000\.5"),
         ({"factor": "2"}, TypeError, r"real number such as 2 or 1\.5, got '2' \(str\)"),
         ({"factor": None}, TypeError, r"got None \(NoneType\)"),
         ({"factor": True}, TypeError, r"got True \(bool\)"),
@@ -250,10 +253,89 @@ def test_distribute_datasets_from_function(strategy_factory):
         ({"factor": 2, "implementation": "fast"}, ValueError, r"implementation must be one of"),
     ],
 )
-def test_bad_arguments_fail_at_the_factory(kwargs, error, message):
+@pytest.mark.parametrize("where", ["eager", "tf_function"])
+def test_bad_arguments_fail_at_the_factory(kwargs, error, message, where):
+    kwargs = dict(kwargs)  # the table is shared between the parametrized cases
     factor = kwargs.pop("factor")
+    if where == "eager":
+        with pytest.raises(error, match=message):
+            echo(factor, **kwargs)
+        return
+
+    @tf.function
+    def build():  # a dataset built while tracing: the factory still raises, at trace time
+        return (
+            tf.data.Dataset.range(3)
+            .apply(echo(factor, **kwargs))
+            .reduce(tf.constant(0, tf.int64), lambda total, x: total + x)
+        )
+
     with pytest.raises(error, match=message):
-        echo(factor, **kwargs)
+        build()
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_the_largest_factor_is_accepted(implementation):
+    dataset = tf.data.Dataset.range(2).apply(echo(MAX_FACTOR, implementation=implementation))
+    assert _values(dataset) == [0] * 1000 + [1] * 1000
+
+
+# What a live factor out of range did before it was checked: <= 0 and NaN emptied the stream,
+# 1e30 overflowed the count. Each must now stop iteration, naming the value.
+BAD_LIVE_FACTORS = [
+    (-1.0, r"\[-1\]"),
+    (0.0, r"\[0\]"),
+    (float("nan"), r"\[nan\]"),
+    (float("inf"), r"\[inf\]"),
+    (1e30, r"\[1e\+30\]"),
+    (1000.5, r"\[1000\.5\]"),
+]
+LIVE_MESSAGE = r"live echo factor \(a tf\.Variable\) must be in \(0, 1000\], got\] "
+
+
+def _drain(dataset, where):
+    """Every element, read eagerly or inside a tf.function (Dataset.reduce in the graph)."""
+    if where == "eager":
+        return len(list(dataset))
+
+    @tf.function
+    def count():
+        return dataset.reduce(tf.constant(0, tf.int64), lambda total, _: total + 1)
+
+    return int(count())
+
+
+@pytest.mark.parametrize("implementation", ["vectorized", "per_element"])
+@pytest.mark.parametrize("where", ["eager", "tf_function"])
+@pytest.mark.parametrize("value,shown", BAD_LIVE_FACTORS)
+def test_a_live_factor_out_of_range_stops_iteration_naming_it(implementation, where, value, shown):
+    factor = tf.Variable(2.0)
+    dataset = tf.data.Dataset.range(10).apply(echo(factor, seed=0, implementation=implementation))
+    assert _drain(dataset, where) == 20
+    factor.assign(value)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=LIVE_MESSAGE + shown):
+        _drain(dataset, where)
+
+
+@pytest.mark.parametrize("implementation", ["vectorized", "per_element"])
+def test_a_live_factor_set_out_of_range_mid_stream_stops_the_stream(implementation):
+    factor = tf.Variable(2.0)
+    dataset = tf.data.Dataset.range(2000).apply(echo(factor, implementation=implementation))
+    iterator = iter(dataset)
+    assert [int(next(iterator)) for _ in range(4)] == [0, 0, 1, 1]
+    factor.assign(float("nan"))
+    # Elements already echoed (the rest of the current internal group) may still come out; the
+    # next read of the factor fails instead of silently emptying the rest of the stream.
+    with pytest.raises(tf.errors.InvalidArgumentError, match=LIVE_MESSAGE + r"\[nan\]"):
+        for _ in iterator:
+            pass
+
+
+# 1e-3 keeps each element with probability 1e-3: some count in [0, 3], and no error.
+@pytest.mark.parametrize("value,low,high", [(1e-3, 0, 3), (1.0, 3, 3), (MAX_FACTOR, 3000, 3000)])
+def test_a_live_factor_at_the_edges_of_the_range_is_accepted(value, low, high):
+    factor = tf.Variable(value)
+    assert low <= _drain(tf.data.Dataset.range(3).apply(echo(factor, seed=0)), "eager") <= high
 
 
 def test_applied_to_something_else_says_how_to_use_it():
