@@ -43,7 +43,7 @@ import numbers
 
 import tensorflow as tf
 
-from echoing.echo import echo
+from echoing.echo import MAX_FACTOR, echo
 from echoing.types import DatasetTransformation
 
 
@@ -51,7 +51,8 @@ class AutoEcho(tf.Module):
     """Owns a live echo factor (a host ``tf.Variable``) and the rule that moves it.
 
     Args:
-      max_factor: upper bound for the factor (the paper found echo useful up to e≈4-16).
+      max_factor: upper bound for the factor (the paper found echo useful up to e≈4-16), at
+        most 1000 (``MAX_FACTOR`` in ``echoing/echo.py``, the bound ``echo`` enforces).
       initial_factor: where to start (1: no echo until input-boundness is measured).
       input_bound_threshold: from twice this input-wait fraction over the window, the factor
         moves towards R; below it, it decays towards 1.
@@ -73,7 +74,8 @@ class AutoEcho(tf.Module):
         name: str = "auto_echo",
     ):
         super().__init__(name=name)
-        _check_range("max_factor", max_factor, 1.0, float("inf"), "e.g. max_factor=8")
+        # echo() refuses a live factor above MAX_FACTOR while iterating; refuse it here, at once.
+        _check_range("max_factor", max_factor, 1.0, MAX_FACTOR, "e.g. max_factor=8")
         _check_range("initial_factor", initial_factor, 1.0, max_factor, "within [1, max_factor]")
         _check_range("input_bound_threshold", input_bound_threshold, 0.0, 0.5, "e.g. 0.05")
         _check_range("window_seconds", window_seconds, 0.0, float("inf"), "e.g. 1")

@@ -178,7 +178,10 @@ def test_the_controller_stage_reads_its_factor():
 @pytest.mark.parametrize(
     "kwargs,error,message",
     [
-        ({"max_factor": 0.5}, ValueError, r"max_factor must be in \[1\.0, inf\], got 0\.5"),
+        ({"max_factor": 0.5}, ValueError, r"max_factor must be in \[1\.0, 1000\.0\], got 0\.5"),
+        # Above echo's MAX_FACTOR the stage would fail while iterating; refused at once instead.
+        ({"max_factor": 2000}, ValueError, r"max_factor must be in \[1\.0, 1000\.0\], got 2000"),
+        ({"max_factor": float("inf")}, ValueError, r"got inf"),
         ({"initial_factor": 9.0}, ValueError, r"initial_factor must be in \[1\.0, 8\.0\]"),
         ({"smoothing": 1.5}, ValueError, r"smoothing must be in \[0\.0, 1\.0\]"),
         ({"decay": "slow"}, TypeError, r"decay must be a number, got 'slow'"),
