@@ -15,13 +15,24 @@ Example::
 (see ``pipelines.datasets``). Only graph-serialisable datasets can cross it: no Python
 generators (gs:// reads, ``skip_corrupt``), no host ``tf.Variable`` (meters, Assistant filter)
 before the boundary.
+
+The in-process servers are reached at ``localhost:<port>`` but **listen on every interface**
+(``ss -ltn`` shows ``*:<port>``). TensorFlow binds both to ``0.0.0.0:<port>``
+(``GrpcDataServerBase::Start`` in ``tensorflow/core/data/service/server_lib.cc``; gRPC turns it
+into a dual-stack ``[::]`` socket) and neither ``DispatcherConfig`` nor ``WorkerConfig`` has a
+bind address (checked on TF 2.21): ``WorkerConfig.worker_address`` is only the address the worker
+gives the dispatcher, and the ``grpc+local`` protocol, which would refuse remote peers, is not
+built into the pip package. Anyone who can reach this machine can reach these ports and run
+datasets on them, so firewall them on a shared machine; ``start_local_servers`` logs them.
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 
 import tensorflow as tf
+from absl import logging
 
 from echoing.types import DatasetTransformation
 
@@ -36,21 +47,53 @@ _local_servers: list = []
 def local_address() -> str:
     """The address of this process's own dispatcher + worker, started on first use.
 
-    Both listen on free ports and the worker registers as ``localhost:<port>``, so all traffic
-    stays on the loopback interface. They live until the process exits.
+    Both listen on free ports (on every interface, see the module docstring) and the worker
+    registers as ``localhost:<port>``, so this process talks to them over loopback. They live
+    until the process exits.
     """
     with _local_lock:
         if not _local_servers:
-            dispatcher = tf.data.experimental.service.DispatchServer(
-                tf.data.experimental.service.DispatcherConfig(port=0)
-            )
-            worker = tf.data.experimental.service.WorkerServer(
-                tf.data.experimental.service.WorkerConfig(
-                    dispatcher_address=dispatcher.target.split("://")[1]
-                )
-            )
-            _local_servers.extend([dispatcher, worker])
+            _local_servers.extend(start_local_servers())
         return _local_servers[0].target
+
+
+def start_local_servers() -> tuple[
+    tf.data.experimental.service.DispatchServer, tf.data.experimental.service.WorkerServer
+]:
+    """Starts a dispatcher and one worker in this process, and logs the ports they opened.
+
+    The warning names both ports and says that they are open on all interfaces, because no
+    TensorFlow option binds them to loopback. Stop the worker before the dispatcher.
+
+    Example::
+
+        dispatcher, worker = start_local_servers()
+        dataset = tf.data.Dataset.range(3).apply(distribute(dispatcher.target))
+        worker.stop()
+        dispatcher.stop()
+    """
+    dispatcher = tf.data.experimental.service.DispatchServer(
+        tf.data.experimental.service.DispatcherConfig(port=0)
+    )
+    dispatcher_port = int(dispatcher.target.rpartition(":")[2])
+    # WorkerServer has no public bound port, so pick one to be able to name it. Probed on the
+    # wildcard address, which is what the worker binds.
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        worker_port = probe.getsockname()[1]
+    worker = tf.data.experimental.service.WorkerServer(
+        tf.data.experimental.service.WorkerConfig(
+            dispatcher_address=f"localhost:{dispatcher_port}", port=worker_port
+        )
+    )
+    logging.warning(
+        "tf.data service servers in this process listen on ALL interfaces (0.0.0.0 and [::]), "
+        "not only loopback: dispatcher port %d, worker port %d. TensorFlow has no option to bind "
+        "them to 127.0.0.1, so firewall these ports on a shared machine.",
+        dispatcher_port,
+        worker_port,
+    )
+    return dispatcher, worker
 
 
 def resolve_address(address: str) -> str:

@@ -216,7 +216,8 @@ def test_echo_on_the_trainer_side_of_a_tf_data_service():
         tf.data.experimental.service.DispatcherConfig(port=0)
     )
     worker = tf.data.experimental.service.WorkerServer(
-        # Default worker address: localhost on a free port (loopback only).
+        # Default worker address: localhost on a free port (what it registers as; it listens on
+        # every interface, see pipelines/service.py).
         tf.data.experimental.service.WorkerConfig(
             dispatcher_address=dispatcher.target.split("://")[1]
         )
