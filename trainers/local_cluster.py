@@ -1,4 +1,4 @@
-"""Loopback ``tf.distribute`` clusters: servers on 127.0.0.1, in this process or in children.
+"""Local ``tf.distribute`` clusters: servers on this machine, in this process or in children.
 
 Example::
 
@@ -20,6 +20,15 @@ A child server is also a binary::
     python -m trainers.local_cluster --cluster_spec='{"worker": [...], ...}' \
         --job_name=worker --task_index=0 --num_workers=2
 
+The cluster spec names every task ``127.0.0.1:<port>``, so clients dial the loopback interface,
+but the servers **listen on every interface** (``ss -ltn`` shows ``*:<port>``): TensorFlow binds
+each gRPC server it starts to ``0.0.0.0:<port>`` (``GrpcServer::Init`` in
+``tensorflow/core/distributed_runtime/rpc/grpc_server_lib.cc``; gRPC turns it into a dual-stack
+``[::]`` socket), and no ``ServerDef`` or ``ConfigProto`` field changes that (checked on TF 2.21;
+the host in the spec only names the server). The chief's port opens the same way when a
+coordinator connects. Anyone who can reach this machine can reach these ports and run graphs on
+them, so firewall them on a shared machine. Each start logs the ports it opened, as a warning.
+
 Workers get ``inter_op_parallelism_threads = num_workers + 1``: with fewer, a worker that blocks
 in a closure while the coordinator queues the next one can starve the thread pool and hang the
 cluster (verified on TF 2.21). In-process servers cannot be stopped; they live until the process
@@ -38,17 +47,53 @@ import sys
 import time
 
 import tensorflow as tf
+from absl import logging
 
 
 def free_port() -> int:
-    """Returns a TCP port on 127.0.0.1 that was free when asked."""
+    """Returns a TCP port that was free on every interface when asked.
+
+    Probed on the wildcard address because TensorFlow's servers bind that, not 127.0.0.1.
+    """
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind(("", 0))
         return probe.getsockname()[1]
 
 
+def _warn_open_ports(where: str, spec: dict[str, list[str]], tasks: dict[str, list[int]]) -> None:
+    """Logs which ports ``where`` opened, as a warning: TensorFlow binds them on all interfaces.
+
+    Example (logs "tf.distribute servers of worker 0 listen on ALL interfaces ... ports worker
+    5000: ..."; with a "chief" task in ``tasks`` it adds the chief's port)::
+
+        _warn_open_ports("of worker 0", {"worker": ["127.0.0.1:5000"]}, {"worker": [0]})
+    """
+    ports = "; ".join(
+        f"{job} {', '.join(_port(spec[job][index]) for index in indices)}"
+        for job, indices in tasks.items()
+        if job != "chief"
+    )
+    if "chief" in tasks:
+        ports += f" (and the chief's port {_port(spec['chief'][0])} once a coordinator connects)"
+    logging.warning(
+        "tf.distribute servers %s listen on ALL interfaces (0.0.0.0 and [::]), not only "
+        "loopback, on ports %s: TensorFlow has no option to bind them to 127.0.0.1, so "
+        "firewall these ports on a shared machine.",
+        where,
+        ports,
+    )
+
+
+def _port(address: str) -> str:
+    return address.rpartition(":")[2]
+
+
 def make_cluster_spec(num_workers: int, num_ps: int = 1) -> dict[str, list[str]]:
-    """A cluster dict with free loopback ports for workers, parameter servers and a chief."""
+    """A cluster dict with free ports for workers, parameter servers and a chief.
+
+    Tasks are named ``127.0.0.1:<port>`` so clients dial loopback; the servers still listen on
+    every interface (see the module docstring).
+    """
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"num_workers must be a positive int, got {num_workers!r}.")
     if isinstance(num_ps, bool) or not isinstance(num_ps, int) or num_ps < 1:
@@ -100,7 +145,13 @@ def start_in_process(num_workers: int, num_ps: int = 1) -> InProcessCluster:
         for job in ("worker", "ps")
         for index in range(len(spec[job]))
     ]
+    _warn_open_ports("in this process", spec, _all_tasks(spec))
     return InProcessCluster(spec, servers)
+
+
+def _all_tasks(spec: dict[str, list[str]]) -> dict[str, list[int]]:
+    """Every task of ``spec``: the servers a cluster start opens, plus the coordinator's."""
+    return {job: list(range(len(addresses))) for job, addresses in spec.items()}
 
 
 @dataclasses.dataclass
@@ -178,6 +229,7 @@ def start_child_processes(
     except BaseException:
         cluster.close()
         raise
+    _warn_open_ports("in child processes", spec, _all_tasks(spec))
     return cluster
 
 
@@ -190,14 +242,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--task_index", type=int, required=True)
     parser.add_argument("--num_workers", type=int, required=True)
     args = parser.parse_args(argv)
+    spec = json.loads(args.cluster_spec)
     server = tf.distribute.Server(
-        tf.train.ClusterSpec(json.loads(args.cluster_spec)),
+        tf.train.ClusterSpec(spec),
         job_name=args.job_name,
         task_index=args.task_index,
         protocol="grpc",
         config=server_config(args.num_workers),
         start=True,
     )
+    # The parent logs the whole cluster; this line is for a server started by hand.
+    own_task = {args.job_name: [args.task_index]}
+    _warn_open_ports(f"of {args.job_name} {args.task_index}", spec, own_task)
     server.join()
 
 

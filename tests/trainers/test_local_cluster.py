@@ -1,0 +1,128 @@
+"""local_cluster: the servers listen on every interface, and every way of starting them says so.
+
+TensorFlow binds each tf.distribute server to 0.0.0.0:<port> with no option for 127.0.0.1, so the
+tests check the warning each start logs against what the kernel shows in /proc/net.
+"""
+
+import json
+import logging
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trainers import local_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+WILDCARD = {"0.0.0.0", "::"}
+
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/net/tcp6").exists(), reason="reads Linux's /proc/net"
+)
+
+
+def _listening_hosts(port: int) -> set[str]:
+    """The local addresses of TCP sockets listening on ``port`` (Linux: /proc/net/tcp, tcp6)."""
+    hosts = set()
+    for path, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        for line in Path(path).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            host, _, port_hex = local.partition(":")
+            if state != "0A" or int(port_hex, 16) != port:  # 0A: TCP_LISTEN
+                continue
+            raw = bytes.fromhex(host)
+            if sys.byteorder == "little":  # the kernel prints each 32-bit word in host order
+                raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            hosts.add(socket.inet_ntop(family, raw))
+    return hosts
+
+
+def _ports(spec: dict[str, list[str]], jobs=("worker", "ps")) -> list[int]:
+    return [int(address.rpartition(":")[2]) for job in jobs for address in spec[job]]
+
+
+def _assert_warning_matches(message: str, where: str, spec, jobs=("worker", "ps")) -> None:
+    """The warning names ``where``, every server port of ``jobs``, and all interfaces."""
+    assert f"tf.distribute servers {where} listen on ALL interfaces (0.0.0.0 and [::])" in message
+    assert "no option to bind them to 127.0.0.1" in message
+    for job in jobs:
+        ports = ", ".join(address.rpartition(":")[2] for address in spec[job])
+        assert f"{job} {ports}" in message
+
+
+def _python(code_or_module: list[str], **kwargs) -> subprocess.Popen:
+    environment = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.Popen([sys.executable, *code_or_module], env=environment, **kwargs)
+
+
+def _wait_for(predicate, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def test_child_process_cluster_warns_and_listens_on_every_interface(caplog):
+    with caplog.at_level(logging.WARNING):
+        cluster = local_cluster.start_child_processes(num_workers=1)
+    try:
+        warnings = [r.getMessage() for r in caplog.records if "tf.distribute" in r.getMessage()]
+        assert len(warnings) == 1
+        _assert_warning_matches(warnings[0], "in child processes", cluster.spec)
+        chief = cluster.spec["chief"][0].rpartition(":")[2]
+        assert f"(and the chief's port {chief} once a coordinator connects)" in warnings[0]
+        # The spec says 127.0.0.1; the kernel shows the wildcard, as the warning says.
+        for port in _ports(cluster.spec):
+            assert _listening_hosts(port) and _listening_hosts(port) <= WILDCARD
+    finally:
+        cluster.close()
+
+
+def test_in_process_cluster_warns_and_listens_on_every_interface(tmp_path):
+    # In-process servers cannot be stopped, so they run in a child process of their own.
+    script = (
+        "import json, sys\n"
+        "from trainers import local_cluster\n"
+        "cluster = local_cluster.start_in_process(num_workers=1)\n"
+        "print(json.dumps(cluster.spec), flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    with (tmp_path / "stderr").open("w") as stderr:
+        child = _python(
+            ["-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr
+        )
+    try:
+        spec = json.loads(child.stdout.readline())
+        for port in _ports(spec):
+            assert _listening_hosts(port) and _listening_hosts(port) <= WILDCARD
+    finally:
+        child.communicate(timeout=60)  # closes stdin: the child exits
+    _assert_warning_matches((tmp_path / "stderr").read_text(), "in this process", spec)
+
+
+def test_the_server_binary_warns_and_listens_on_every_interface(tmp_path):
+    spec = local_cluster.make_cluster_spec(num_workers=1)
+    arguments = ["--job_name=ps", "--task_index=0", "--num_workers=1"]
+    stderr_path = tmp_path / "stderr"
+    with stderr_path.open("w") as stderr:
+        child = _python(
+            ["-m", "trainers.local_cluster", f"--cluster_spec={json.dumps(spec)}", *arguments],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        # The warning follows the server's start, so once it is written the port is open.
+        _wait_for(lambda: "tf.distribute servers" in stderr_path.read_text())
+        (port,) = _ports(spec, jobs=("ps",))
+        assert _listening_hosts(port) and _listening_hosts(port) <= WILDCARD
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+    message = re.search(r"tf\.distribute servers .*", stderr_path.read_text()).group(0)
+    _assert_warning_matches(message, "of ps 0", spec, jobs=("ps",))
+    assert "worker" not in message and "chief" not in message
