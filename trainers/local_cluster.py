@@ -15,10 +15,9 @@ A child-process cluster (one process per worker and parameter server, so a test 
     cluster.kill("worker", 1)
     cluster.close()
 
-A child server is also a binary::
+A child server is the training binary in its server role::
 
-    python -m trainers.local_cluster --cluster_spec='{"worker": [...], ...}' \
-        --job_name=worker --task_index=0 --num_workers=2
+    python -m trainers.train --serve=worker:0 --cluster_spec='{"worker": [...], ...}'
 
 The cluster spec names every task ``127.0.0.1:<port>``, so clients dial the loopback interface,
 but the servers **listen on every interface** (``ss -ltn`` shows ``*:<port>``): TensorFlow binds
@@ -202,7 +201,8 @@ def _wait_for_port(address: str, process: subprocess.Popen, timeout: float) -> N
 def start_child_processes(
     num_workers: int, num_ps: int = 1, *, timeout: float = 120.0
 ) -> ChildProcessCluster:
-    """Starts each worker and PS server as ``python -m trainers.local_cluster``; waits for them."""
+    """Starts each worker and PS server as ``python -m trainers.train --serve=JOB:INDEX``;
+    waits for them."""
     spec = make_cluster_spec(num_workers, num_ps)
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     processes = {}
@@ -212,11 +212,9 @@ def start_child_processes(
                 [
                     sys.executable,
                     "-m",
-                    "trainers.local_cluster",
+                    "trainers.train",
+                    f"--serve={job}:{index}",
                     f"--cluster_spec={json.dumps(spec)}",
-                    f"--job_name={job}",
-                    f"--task_index={index}",
-                    f"--num_workers={num_workers}",
                 ],
                 env=environment,
                 stdout=subprocess.DEVNULL,
@@ -233,29 +231,29 @@ def start_child_processes(
     return cluster
 
 
-def main(argv: list[str] | None = None) -> None:
-    import argparse
+def serve(spec: dict[str, list[str]], job_name: str, task_index: int) -> None:
+    """Runs task ``job_name:task_index`` of ``spec`` in this process until it is killed.
 
-    parser = argparse.ArgumentParser(description="Runs one tf.distribute server until killed.")
-    parser.add_argument("--cluster_spec", required=True, help="JSON dict of job -> addresses.")
-    parser.add_argument("--job_name", required=True, choices=["worker", "ps"])
-    parser.add_argument("--task_index", type=int, required=True)
-    parser.add_argument("--num_workers", type=int, required=True)
-    args = parser.parse_args(argv)
-    spec = json.loads(args.cluster_spec)
+    ``python -m trainers.train --serve=JOB:INDEX --cluster_spec=JSON`` is this function.
+    """
+    if job_name not in ("worker", "ps") or job_name not in spec:
+        raise ValueError(
+            f"a server is a 'worker' or 'ps' task of the cluster spec, got {job_name!r} "
+            f"(jobs in the spec: {sorted(spec)})."
+        )
+    if not 0 <= task_index < len(spec[job_name]):
+        raise ValueError(
+            f"task index {task_index} is out of range for the {len(spec[job_name])} "
+            f"{job_name} task(s) in the cluster spec."
+        )
     server = tf.distribute.Server(
         tf.train.ClusterSpec(spec),
-        job_name=args.job_name,
-        task_index=args.task_index,
+        job_name=job_name,
+        task_index=task_index,
         protocol="grpc",
-        config=server_config(args.num_workers),
+        config=server_config(len(spec["worker"])),
         start=True,
     )
     # The parent logs the whole cluster; this line is for a server started by hand.
-    own_task = {args.job_name: [args.task_index]}
-    _warn_open_ports(f"of {args.job_name} {args.task_index}", spec, own_task)
+    _warn_open_ports(f"of {job_name} {task_index}", spec, {job_name: [task_index]})
     server.join()
-
-
-if __name__ == "__main__":
-    main()

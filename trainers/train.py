@@ -11,6 +11,8 @@ Example::
     python -m trainers.train --config=configs/mnist1d.py --workdir=/tmp/m --strategy=mirrored
     python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/passm \\
         --strategy=parameter_server   # the asynchronous partitioned trainer (PASSM+)
+    python -m trainers.train --serve=ps:0 --cluster_spec='{"worker": [...], "ps": [...]}'
+        # one server of a parameter-server cluster (its coordinator: --config.cluster_spec)
 
 ``--strategy`` (default: the config's ``strategy``) is one of ``default``, ``mirrored``,
 ``multi_worker`` (``MultiWorkerMirroredStrategy``: start the same command in every worker with
@@ -62,12 +64,33 @@ flags.register_validator(
     lambda name: name is None or name in strategies.NAMES,
     message=f"--strategy must be one of {', '.join(strategies.NAMES)}, e.g. --strategy=mirrored.",
 )
-flags.mark_flags_as_required(["config", "workdir"])
+_SERVE = flags.DEFINE_string(
+    "serve",
+    None,
+    "Instead of training: run task JOB:INDEX (worker:0, ps:0, ...) of --cluster_spec as a "
+    "tf.distribute server until killed; what every worker and parameter server of a "
+    "parameter-server cluster runs (the coordinator runs --config=configs/passm.py with "
+    "--config.cluster_spec).",
+)
+_CLUSTER_SPEC = flags.DEFINE_string(
+    "cluster_spec", None, 'With --serve: the cluster, JSON {"worker": [...], "ps": [...], ...}.'
+)
+flags.register_multi_flags_validator(
+    ["config", "workdir", "serve"],
+    lambda values: (
+        values["serve"] is not None
+        or (values["config"] is not None and values["workdir"] is not None)
+    ),
+    message="--config and --workdir are required (unless --serve runs a cluster server).",
+)
 
 
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}; use --config and --workdir.")
+    if _SERVE.value is not None:
+        _serve(_SERVE.value, _CLUSTER_SPEC.value)
+        return
     config = _CONFIG.value
     if _STRATEGY.value is not None:
         config.strategy = _STRATEGY.value
@@ -90,6 +113,20 @@ def main(argv: list[str]) -> None:
         experiment.diagnose(config, _WORKDIR.value)
     else:
         experiment.run(config, _WORKDIR.value)
+
+
+def _serve(task: str, cluster_spec: str | None) -> None:
+    """``--serve=JOB:INDEX``: one server of a cluster (``trainers.local_cluster.serve``)."""
+    from trainers import local_cluster
+
+    job, _, index = task.partition(":")
+    if not index.isdigit() or not cluster_spec:
+        raise app.UsageError(
+            f"--serve takes JOB:INDEX with --cluster_spec, e.g. --serve=ps:0 "
+            f'--cluster_spec=\'{{"worker": [...], "ps": [...]}}\'; got --serve={task!r} and '
+            f"--cluster_spec={cluster_spec!r}."
+        )
+    local_cluster.serve(json.loads(cluster_spec), job, int(index))
 
 
 def _run_partitioned(config, workdir: str) -> None:

@@ -107,11 +107,11 @@ def test_in_process_cluster_warns_and_listens_on_every_interface(tmp_path):
 
 def test_the_server_binary_warns_and_listens_on_every_interface(tmp_path):
     spec = local_cluster.make_cluster_spec(num_workers=1)
-    arguments = ["--job_name=ps", "--task_index=0", "--num_workers=1"]
+    arguments = ["--serve=ps:0"]
     stderr_path = tmp_path / "stderr"
     with stderr_path.open("w") as stderr:
         child = _python(
-            ["-m", "trainers.local_cluster", f"--cluster_spec={json.dumps(spec)}", *arguments],
+            ["-m", "trainers.train", f"--cluster_spec={json.dumps(spec)}", *arguments],
             stdout=subprocess.DEVNULL,
             stderr=stderr,
         )
@@ -126,3 +126,28 @@ def test_the_server_binary_warns_and_listens_on_every_interface(tmp_path):
     message = re.search(r"tf\.distribute servers .*", stderr_path.read_text()).group(0)
     _assert_warning_matches(message, "of ps 0", spec, jobs=("ps",))
     assert "worker" not in message and "chief" not in message
+
+
+@pytest.mark.parametrize(
+    ("job", "index", "message"),
+    [
+        ("chief", 0, "a server is a 'worker' or 'ps' task"),
+        ("ps", 3, "task index 3 is out of range for the 1 ps task"),
+    ],
+)
+def test_serve_refuses_tasks_not_in_the_spec(job, index, message):
+    spec = local_cluster.make_cluster_spec(num_workers=1)
+    with pytest.raises(ValueError, match=message):
+        local_cluster.serve(spec, job, index)
+
+
+def test_the_binary_refuses_serve_without_a_task_index():
+    completed = subprocess.run(
+        [sys.executable, "-m", "trainers.train", "--serve=ps", "--cluster_spec={}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert completed.returncode != 0
+    assert "--serve takes JOB:INDEX with --cluster_spec" in completed.stderr
