@@ -2,7 +2,7 @@
 
 Each case trains ``configs/mnist1d.py:smoke`` (20 steps of 32 on 1,000 MNIST-1D examples) with
 one technique on, through public entry points only (``trainers.experiment.run``, the config
-file, ``trainers.metrics_writer.read_metrics``; ``trainers.async_partitioned.train_and_evaluate``
+file, ``trainers.metrics_writer.read_metrics``; ``trainers.async_experiment.train_and_evaluate``
 with ``configs/passm.py``), and compares the summary and every ``metrics.jsonl`` row with the
 values in ``GOLDEN``. A refactor that keeps behaviour keeps them; dropping sample weights,
 changing a seed or echoing at another point does not.
@@ -59,7 +59,7 @@ import tensorflow as tf
 
 import echoing
 import pipelines
-from trainers import async_partitioned, experiment, metrics_writer
+from trainers import async_experiment, experiment, metrics_writer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORD = os.environ.get("GOLDEN_RECORD") == "1"
@@ -297,7 +297,7 @@ def _keys(value) -> object:
 def _train_async(config_json: str, workdir: str) -> None:
     """The child process of the async case: one run, its result on a ``RESULT`` line."""
     config = ml_collections.ConfigDict(json.loads(config_json))
-    result = async_partitioned.train_and_evaluate(config, workdir)
+    result = async_experiment.train_and_evaluate(config, workdir)
     print("RESULT " + json.dumps(result))
 
 
