@@ -30,13 +30,6 @@ from trainers import async_data, async_partitioned, models, passm_schedule, stra
 STRATEGIES = ("parameter_server", "default", "mirrored")
 
 
-def make_strategy(config) -> tf.distribute.Strategy:
-    """``strategies.from_config`` for the strategies this trainer runs under."""
-    if config.strategy not in STRATEGIES:
-        raise ValueError(f"config.strategy must be one of {STRATEGIES}, got {config.strategy!r}.")
-    return strategies.from_config(config)
-
-
 def train_and_evaluate(
     config, workdir: str | None, strategy: tf.distribute.Strategy | None = None
 ) -> dict[str, Any]:
@@ -47,7 +40,7 @@ def train_and_evaluate(
     ``workdir/result.json`` when ``workdir`` is set.
     """
     is_ps = _check_mode(config, strategy)
-    strategy = strategy if strategy is not None else make_strategy(config)
+    strategy = strategy if strategy is not None else strategies.from_config(config)
     mode = config.mode
     if mode != "sync" and not is_ps:
         logging.warning(
@@ -89,6 +82,8 @@ def train_and_evaluate(
 
 def _check_mode(config, strategy) -> bool:
     """Whether the run is on a parameter server; checked before any cluster starts."""
+    if strategy is None and config.strategy not in STRATEGIES:
+        raise ValueError(f"config.strategy must be one of {STRATEGIES}, got {config.strategy!r}.")
     if config.mode not in passm_schedule.MODES:
         raise ValueError(f"config.mode must be one of {passm_schedule.MODES}, got {config.mode!r}.")
     if strategy is None:

@@ -202,12 +202,14 @@ def _tiny_model():
             "eval_every must be a positive int, got 0",
         ),
         (
-            lambda: async_experiment.make_strategy(_config_with(cluster_spec='{"worker": []}')),
+            lambda: async_experiment.train_and_evaluate(
+                _config_with(cluster_spec='{"worker": []}'), None
+            ),
             ValueError,
             "needs exactly the jobs worker, ps and chief, got \\['worker'\\]",
         ),
         (
-            lambda: async_experiment.make_strategy(_config_with(strategy="tpu_pod")),
+            lambda: async_experiment.train_and_evaluate(_config_with(strategy="tpu_pod"), None),
             ValueError,
             "config.strategy must be one of .*got 'tpu_pod'",
         ),
