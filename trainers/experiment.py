@@ -102,7 +102,7 @@ def run(
     with contextlib.ExitStack() as cleanup, metrics_writer.MetricsWriter(workdir) as writer:
         for technique in techniques:
             # Stops the techniques' threads at the end, also when training raises.
-            cleanup.callback(technique.close)
+            cleanup.enter_context(technique)
         outer = controller.Controller(
             controller.Schedule.from_run_config(config),
             trainer=trainer,

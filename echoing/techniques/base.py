@@ -41,6 +41,7 @@ every technique, through these methods and nothing else:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -152,6 +153,17 @@ class Technique:
 
     def close(self) -> None:
         pass
+
+    def __enter__(self) -> Technique:
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            # Do not mask the exception that ended the run with one from closing.
+            with contextlib.suppress(Exception):
+                self.close()
 
 
 def replaces_gradients(technique: Technique) -> bool:

@@ -169,3 +169,15 @@ def test_technique_config_errors_name_the_field(fields, error, message):
 def test_stages_refuse_malformed_insertions(insertion):
     with pytest.raises(TypeError, match=r"\(point, name, transformation\) tuples"):
         techniques.Stages([insertion])
+
+
+class _FailsToClose(techniques.Technique):
+    def close(self):
+        raise RuntimeError("learner thread failed")
+
+
+def test_closing_raises_after_a_clean_run_but_never_masks_the_runs_error():
+    with pytest.raises(RuntimeError, match="learner thread failed"), _FailsToClose():
+        pass
+    with pytest.raises(KeyError, match="the run's own error"), _FailsToClose():
+        raise KeyError("the run's own error")
