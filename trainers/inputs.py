@@ -62,13 +62,17 @@ def dataset_fns(
     eval_sets = {}
 
     def train_dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        selected = [t.train_dataset(context) for t in techniques]
-        selected = [dataset for dataset in selected if dataset is not None]
+        selected = [(t.name, t.train_dataset(context)) for t in techniques]
+        selected = [(name, dataset) for name, dataset in selected if dataset is not None]
+        if len(selected) > 1:
+            raise ValueError(
+                f"techniques {[name for name, _ in selected]} each select the train batches "
+                "themselves; a run can use one of them."
+            )
         if selected:
+            ((_, dataset),) = selected
             dataset = pipelines.checkpointable(
-                selected[0]
-                .apply(counts.fresh.count(rows=True))
-                .apply(counts.emitted.count(rows=True))
+                dataset.apply(counts.fresh.count(rows=True)).apply(counts.emitted.count(rows=True))
             )
         else:
             dataset = make_datasets(config, techniques, counts=counts, input_context=context).train

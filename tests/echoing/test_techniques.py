@@ -181,3 +181,20 @@ def test_closing_raises_after_a_clean_run_but_never_masks_the_runs_error():
         pass
     with pytest.raises(KeyError, match="the run's own error"), _FailsToClose():
         raise KeyError("the run's own error")
+
+
+def test_two_techniques_that_select_the_batches_are_refused():
+    from echoing import meters
+    from trainers import inputs
+
+    config = run_config.resolve_config(_config())
+    pair = [
+        techniques.PriorityTechnique(
+            _examples(), global_batch_size=8, top_ratio=0.5, renew_ratio=0.5, seed=seed
+        )
+        for seed in (0, 1)
+    ]
+    train_fn, _ = inputs.dataset_fns(config, pair, meters.EchoMeters())
+    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0)
+    with pytest.raises(ValueError, match="each select the train batches themselves"):
+        train_fn(context)
