@@ -1,6 +1,8 @@
 """Fixtures every test directory shares: benchmark scripts as modules, and notebook execution."""
 
 import importlib.util
+import socket
+import sys
 from pathlib import Path
 
 import nbformat
@@ -54,3 +56,25 @@ def execute_notebook(monkeypatch):
         return [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
 
     return execute
+
+
+def _listening_hosts(port: int) -> set[str]:
+    """The local addresses of TCP sockets listening on ``port`` (Linux: /proc/net/tcp, tcp6)."""
+    hosts = set()
+    for path, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        for line in Path(path).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            host, _, port_hex = local.partition(":")
+            if state != "0A" or int(port_hex, 16) != port:  # 0A: TCP_LISTEN
+                continue
+            raw = bytes.fromhex(host)
+            if sys.byteorder == "little":  # the kernel prints each 32-bit word in host order
+                raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            hosts.add(socket.inet_ntop(family, raw))
+    return hosts
+
+
+@pytest.fixture(scope="session")
+def listening_hosts():
+    """``listening_hosts(port)`` -> the addresses a TCP socket listens on for ``port``."""
+    return _listening_hosts

@@ -3,7 +3,6 @@
 import logging
 import re
 import socket
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,22 +24,6 @@ def dispatcher():
     server.stop()
 
 
-def _listening_hosts(port: int) -> set[str]:
-    """The local addresses of TCP sockets listening on ``port`` (Linux: /proc/net/tcp, tcp6)."""
-    hosts = set()
-    for path, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
-        for line in Path(path).read_text().splitlines()[1:]:
-            local, state = line.split()[1], line.split()[3]
-            host, _, port_hex = local.partition(":")
-            if state != "0A" or int(port_hex, 16) != port:  # 0A: TCP_LISTEN
-                continue
-            raw = bytes.fromhex(host)
-            if sys.byteorder == "little":  # the kernel prints each 32-bit word in host order
-                raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-            hosts.add(socket.inet_ntop(family, raw))
-    return hosts
-
-
 PROC_NET = pytest.mark.skipif(not Path("/proc/net/tcp6").exists(), reason="reads /proc/net")
 
 
@@ -54,15 +37,15 @@ PROC_NET = pytest.mark.skipif(not Path("/proc/net/tcp6").exists(), reason="reads
         (socket.AF_INET6, "::", {"::"}),
     ],
 )
-def test_listening_hosts_tells_loopback_from_every_interface(family, host, shown):
+def test_listening_hosts_tells_loopback_from_every_interface(family, host, shown, listening_hosts):
     with socket.socket(family) as listener:
         listener.bind((host, 0))
         listener.listen()
-        assert _listening_hosts(listener.getsockname()[1]) == shown
+        assert listening_hosts(listener.getsockname()[1]) == shown
 
 
 @PROC_NET
-def test_local_servers_say_truthfully_that_they_listen_on_every_interface(caplog):
+def test_local_servers_say_truthfully_that_they_listen_on_every_interface(caplog, listening_hosts):
     with caplog.at_level(logging.WARNING):
         server, worker = service.start_local_servers()
     try:
@@ -77,7 +60,7 @@ def test_local_servers_say_truthfully_that_they_listen_on_every_interface(caplog
         # What the line claims is what the kernel shows: the wildcard address, not 127.0.0.1.
         # Should TensorFlow ever bind loopback only, this fails: then fix the docs and the log.
         for port in ports:
-            assert _listening_hosts(port) and _listening_hosts(port) <= {"0.0.0.0", "::"}
+            assert listening_hosts(port) and listening_hosts(port) <= {"0.0.0.0", "::"}
         values = [int(x) for x in tf.data.Dataset.range(3).apply(service.distribute(server.target))]
         assert values == [0, 1, 2]
     finally:

@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -24,22 +23,6 @@ WILDCARD = {"0.0.0.0", "::"}
 pytestmark = pytest.mark.skipif(
     not Path("/proc/net/tcp6").exists(), reason="reads Linux's /proc/net"
 )
-
-
-def _listening_hosts(port: int) -> set[str]:
-    """The local addresses of TCP sockets listening on ``port`` (Linux: /proc/net/tcp, tcp6)."""
-    hosts = set()
-    for path, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
-        for line in Path(path).read_text().splitlines()[1:]:
-            local, state = line.split()[1], line.split()[3]
-            host, _, port_hex = local.partition(":")
-            if state != "0A" or int(port_hex, 16) != port:  # 0A: TCP_LISTEN
-                continue
-            raw = bytes.fromhex(host)
-            if sys.byteorder == "little":  # the kernel prints each 32-bit word in host order
-                raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-            hosts.add(socket.inet_ntop(family, raw))
-    return hosts
 
 
 def _ports(spec: dict[str, list[str]], jobs=("worker", "ps")) -> list[int]:
@@ -67,7 +50,7 @@ def _wait_for(predicate, timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
-def test_child_process_cluster_warns_and_listens_on_every_interface(caplog):
+def test_child_process_cluster_warns_and_listens_on_every_interface(caplog, listening_hosts):
     with caplog.at_level(logging.WARNING):
         cluster = local_cluster.start_child_processes(num_workers=1)
     try:
@@ -78,12 +61,12 @@ def test_child_process_cluster_warns_and_listens_on_every_interface(caplog):
         assert f"(and the chief's port {chief} once a coordinator connects)" in warnings[0]
         # The spec says 127.0.0.1; the kernel shows the wildcard, as the warning says.
         for port in _ports(cluster.spec):
-            assert _listening_hosts(port) and _listening_hosts(port) <= WILDCARD
+            assert listening_hosts(port) and listening_hosts(port) <= WILDCARD
     finally:
         cluster.close()
 
 
-def test_in_process_cluster_warns_and_listens_on_every_interface(tmp_path):
+def test_in_process_cluster_warns_and_listens_on_every_interface(tmp_path, listening_hosts):
     # In-process servers cannot be stopped, so they run in a child process of their own.
     script = (
         "import json, sys\n"
@@ -99,13 +82,13 @@ def test_in_process_cluster_warns_and_listens_on_every_interface(tmp_path):
     try:
         spec = json.loads(child.stdout.readline())
         for port in _ports(spec):
-            assert _listening_hosts(port) and _listening_hosts(port) <= WILDCARD
+            assert listening_hosts(port) and listening_hosts(port) <= WILDCARD
     finally:
         child.communicate(timeout=60)  # closes stdin: the child exits
     _assert_warning_matches((tmp_path / "stderr").read_text(), "in this process", spec)
 
 
-def test_the_server_binary_warns_and_listens_on_every_interface(tmp_path):
+def test_the_server_binary_warns_and_listens_on_every_interface(tmp_path, listening_hosts):
     spec = local_cluster.make_cluster_spec(num_workers=1)
     arguments = ["--serve=ps:0"]
     stderr_path = tmp_path / "stderr"
@@ -119,7 +102,7 @@ def test_the_server_binary_warns_and_listens_on_every_interface(tmp_path):
         # The warning follows the server's start, so once it is written the port is open.
         _wait_for(lambda: "tf.distribute servers" in stderr_path.read_text())
         (port,) = _ports(spec, jobs=("ps",))
-        assert _listening_hosts(port) and _listening_hosts(port) <= WILDCARD
+        assert listening_hosts(port) and listening_hosts(port) <= WILDCARD
     finally:
         child.kill()
         child.wait(timeout=30)
