@@ -25,6 +25,13 @@ def test_quick_run_writes_json_and_png_with_every_method(quick_results):
         if run["method"].startswith("assistant"):
             assert run["stats"]["filter_seen"] > run["stats"]["filter_kept"] > 0
             assert run["stats"]["trained_batches"] > 0
+    assert set(result["headline"]) >= {
+        "assistant_steps_vs_shuffle",
+        "shrinking_steps_vs_shuffle",
+        "assistant_epochs_vs_shuffle",
+        "shrinking_epochs_vs_shuffle",
+    }
+    assert all(v is None or isinstance(v, float) for v in result["headline"].values())
     assert set(result["throughput"]) == {
         "baseline",
         "filter_only",
@@ -35,10 +42,38 @@ def test_quick_run_writes_json_and_png_with_every_method(quick_results):
     assert result["active_threads_at_exit"] == 1  # every learner thread was closed
 
 
+def test_quick_run_counts_optimizer_steps_for_every_method(quick_results):
+    """Steps are the Boss's compute: shrinking pays a full batch per step, whatever it keeps."""
+    result = json.loads((quick_results / "autoassist.json").read_text())
+    batch, n = result["config"]["batch_size"], None
+    for run in result["runs"]:
+        for p in run["curve"]:
+            n = n or round(p["examples_trained"] / p["boss_epochs"])
+            # Every step computes the loss and gradient of a full batch.
+            assert p["examples_computed"] == p["optimizer_steps"] * batch
+            assert p["examples_trained"] == pytest.approx(p["boss_epochs"] * n)
+            assert p["examples_computed"] >= p["examples_trained"]
+            if run["method"] == "shrinking":
+                # Half the batch or more is dropped inside the step, after it was computed: one
+                # Boss epoch (kept examples / N) costs far more than N / batch steps.
+                assert p["examples_computed"] > 1.3 * p["examples_trained"]
+            else:
+                # The filter drops before batching: every computed row is trained on.
+                assert p["examples_computed"] == p["examples_trained"]
+    summary = result["summary"]["mnist1d"]["methods"]
+    for entry in summary.values():
+        if entry["optimizer_steps_to_target"] is not None:
+            assert entry["examples_computed_to_target"] == pytest.approx(
+                entry["optimizer_steps_to_target"] * batch
+            )
+
+
 def test_first_reaching_and_summary_use_the_shuffle_baseline_target(load_benchmark):
     bench = load_benchmark("autoassist")
     curve = lambda accs: [  # noqa: E731
         {
+            "optimizer_steps": 10 * (i + 1),
+            "examples_computed": 320 * (i + 1),
             "boss_epochs": 0.5 * (i + 1),
             "data_passes": 1.0 * (i + 1),
             "seconds": 1.0 * (i + 1),
@@ -59,6 +94,13 @@ def test_first_reaching_and_summary_use_the_shuffle_baseline_target(load_benchma
     assert assistant["seeds_reaching_target"] == 1
     assert assistant["boss_epochs_to_target"] == pytest.approx(0.5)
     assert assistant["boss_epochs_saved_vs_shuffle"] == pytest.approx(1 - 0.5 / 1.5)
+    # One assistant seed missed the target: its headline ratios are null, not a mean of one.
+    ratios = bench.headline(bench.summarize(runs))
+    assert ratios["assistant_steps_vs_shuffle"] is None
+    del runs[-1]
+    ratios = bench.headline(bench.summarize(runs))
+    assert ratios["assistant_steps_vs_shuffle"] == pytest.approx(10 / 30)
+    assert ratios["assistant_epochs_vs_shuffle"] == pytest.approx(0.5 / 1.5)
 
 
 def test_notebook_draws_the_results_without_training(quick_results, execute_notebook):
