@@ -152,13 +152,7 @@ class _TrainerBase:
         phases = list(phases)
         if not phases:
             raise ValueError("phases is empty; build it with passm_schedule.make_schedule.")
-        manager = None
-        if workdir:
-            manager = checkpointing.make_manager(
-                os.path.join(workdir, "checkpoints"), max_to_keep=2, state=self.state
-            )
-            if checkpointing.restore_latest(manager):
-                logging.info("Resumed from %s", manager.latest_checkpoint)
+        manager = self._restored_manager(workdir) if workdir else None
         inner = PhasedLoop(self, phases, evaluate)
         start_step = inner.step
         self._start(dataset_fn)
@@ -179,6 +173,15 @@ class _TrainerBase:
             )
             _run_reporting_lost_servers(outer, inner, manager)
         return self._result(inner, clock, start_step)
+
+    def _restored_manager(self, workdir: str) -> tf.train.CheckpointManager:
+        """Checkpoints of the state in ``workdir/checkpoints``, the newest restored."""
+        manager = checkpointing.make_manager(
+            os.path.join(workdir, "checkpoints"), max_to_keep=2, state=self.state
+        )
+        if checkpointing.restore_latest(manager):
+            logging.info("Resumed from %s", manager.latest_checkpoint)
+        return manager
 
     def _result(self, inner: PhasedLoop, clock: controller.RunClock, start_step: int) -> dict:
         counters = self.state.counters()
