@@ -18,18 +18,69 @@ boundary for one line break, and drops it. gcsfs sends objects under 5 MiB as mu
 and a TFRecord file ends in a checksum byte, so about one small shard in 256 was stored one byte
 short (real GCS keeps it). ``byte_exact_uploads`` replaces that parse for ``multipart/related``
 bodies with a split on the boundary itself.
+
+It also serves one connection at a time (``http.server.HTTPServer``, no socket timeout, a listen
+backlog of 5): one client that connects and never sends its request (or never reads the
+response) stalls every other client for good. ``concurrent_connections`` gives each connection
+its own thread and a socket timeout, and keeps the storage single-writer with one lock around
+request handling, so a stuck client costs at most ``CONNECTION_TIMEOUT_SECONDS``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import email.message
+import functools
+import http.server
 import json
 import os
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from unittest import mock
+
+# A client idle this long (mid-request or not reading the response) is disconnected.
+CONNECTION_TIMEOUT_SECONDS = 60.0
+
+
+def patch_emulator() -> None:
+    """Both fixes of this module, in this process's emulator servers (idempotent)."""
+    byte_exact_uploads()
+    concurrent_connections()
+
+
+class _ThreadingServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True  # a stuck connection does not keep the process alive
+    request_queue_size = 128
+
+
+def concurrent_connections() -> None:
+    """Makes this process's emulator servers serve each connection in a thread (idempotent)."""
+    from gcp_storage_emulator import server
+
+    if getattr(server.APIThread.run, "threaded", False):
+        return
+
+    def run_threaded(api_thread):  # APIThread.run with the server class replaced
+        handler = functools.partial(server.RequestHandler, api_thread._storage)
+        api_thread._httpd = _ThreadingServer((api_thread._host, api_thread._port), handler)
+        api_thread.is_running.set()
+        api_thread._httpd.serve_forever()
+
+    run_threaded.threaded = True
+    server.APIThread.run = run_threaded
+    server.RequestHandler.timeout = CONNECTION_TIMEOUT_SECONDS
+    # The storage (dicts and files behind them) was written for one thread; reading the
+    # request line and headers, where a client can stall, stays outside the lock.
+    handle, lock = server.Router.handle, threading.Lock()
+
+    @functools.wraps(handle)
+    def handle_locked(router, method):
+        with lock:
+            return handle(router, method)
+
+    server.Router.handle = handle_locked
 
 
 def byte_exact_uploads() -> None:
@@ -116,7 +167,7 @@ def running(host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """An in-memory emulator on ``host:port`` (0: a free port); yields its URL, stops on exit."""
     from gcp_storage_emulator.server import create_server
 
-    byte_exact_uploads()
+    patch_emulator()
     if not port:
         with socket.socket() as probe:
             probe.bind((host, 0))
@@ -130,10 +181,10 @@ def running(host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
 
 
 def main(argv: list[str]) -> None:
-    """``gcp-storage-emulator start`` with byte-exact uploads; takes the same flags."""
+    """``gcp-storage-emulator start`` with this module's fixes; takes the same flags."""
     from gcp_storage_emulator import __main__ as emulator_cli
 
-    byte_exact_uploads()
+    patch_emulator()
     emulator_cli.main(["start", *argv])
 
 

@@ -1,6 +1,10 @@
 """The byte-exact storage emulator, and the MD5 check on gs:// uploads."""
 
+import concurrent.futures
 import json
+import os
+import socket
+import urllib.request
 
 import numpy as np
 import pytest
@@ -98,3 +102,24 @@ def test_an_upload_stored_short_raises_naming_the_object(filesystem, monkeypatch
     monkeypatch.setattr(gcs_emulator, "split_related", store_one_byte_short)
     with pytest.raises(OSError, match=r"upload to gs://exact/short.tfrecord was stored with other"):
         tfrecord.write("gs://exact/short.tfrecord", np.zeros((2, 3)), np.zeros(2))
+
+
+def test_a_client_that_never_sends_its_request_does_not_stall_the_others(filesystem):
+    # The stock emulator serves one connection at a time with no timeout: this idle connection
+    # would block the read below until its 10 s timeout fails the test.
+    filesystem.pipe("gs://exact/while-idle", b"served")
+    host = os.environ["STORAGE_EMULATOR_HOST"]
+    address, port = host.removeprefix("http://").rsplit(":", 1)
+    url = f"{host}/storage/v1/b/exact/o/while-idle?alt=media"
+    idle = socket.create_connection((address, int(port)))
+    with idle, urllib.request.urlopen(url, timeout=10) as response:
+        assert response.read() == b"served"
+
+
+def test_uploads_from_many_threads_are_all_stored(filesystem):
+    # Connections are served in threads; the storage underneath must still see one at a time.
+    contents = {f"gs://exact/threaded-{i}": bytes([i]) * (1000 + i) for i in range(16)}
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda item: filesystem.pipe(*item), contents.items()))
+    filesystem.invalidate_cache()
+    assert {path: filesystem.cat(path) for path in contents} == contents
