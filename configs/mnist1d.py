@@ -9,10 +9,13 @@ Arguments (after ``:``, comma-separated): ``echo`` (factor, 1 = none, or ``auto`
 ``echoing.AutoEcho`` factor in [1, ``max_echo``], default 8), ``insert`` (``before_augment`` |
 ``after_augment`` | ``after_batch``), ``buffer`` (shuffle after echo), ``model``
 (``mnist1d_cnn`` | ``mnist1d_mlp``), ``assist`` (AutoAssist filter after augmentation, with
-``assist_reweight`` and ``assist_base_prob``), ``pgd`` (prioritized gradient descent, with
-``top_ratio`` and ``renew_ratio``), ``smoke`` (tiny data, a few steps).
+``assist_reweight`` and ``assist_base_prob``), ``prune`` (loss-table pruning, InfoBatch, with
+``prune_ratio``; the run ends after the epochs ``num_steps`` covers, in fewer steps), ``pgd``
+(prioritized gradient descent, with ``top_ratio`` and ``renew_ratio``), ``smoke`` (tiny data,
+a few steps).
 
-Examples: ``:assist=1,assist_reweight=1,assist_base_prob=0.3``, ``:pgd=1,top_ratio=0.1``,
+Examples: ``:assist=1,assist_reweight=1,assist_base_prob=0.3``, ``:prune=1,prune_ratio=0.5``,
+``:pgd=1,top_ratio=0.1``,
 ``:echo=auto,max_echo=8,insert=before_augment``.
 """
 
@@ -31,6 +34,8 @@ def get_config(arg: str | None = None):
             "assist": bool,
             "assist_reweight": bool,
             "assist_base_prob": float,
+            "prune": bool,
+            "prune_ratio": float,
             "pgd": bool,
             "top_ratio": float,
             "renew_ratio": float,
@@ -56,6 +61,8 @@ def get_config(arg: str | None = None):
     config.assist = args.get("assist", False)
     config.assist_reweight = args.get("assist_reweight", False)
     config.assist_base_prob = args.get("assist_base_prob", 0.3)
+    config.prune = args.get("prune", False)
+    config.prune_ratio = args.get("prune_ratio", 0.5)
     config.pgd = args.get("pgd", False)
     config.pgd_top_ratio = args.get("top_ratio", 0.1)
     config.pgd_renew_ratio = args.get("renew_ratio", 0.9)

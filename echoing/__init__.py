@@ -15,6 +15,8 @@ from echoing.assistant_filter import AssistantFilter, assistant_filter
 from echoing.assistant_learner import AssistantLearner
 from echoing.auto_echo import AutoEcho
 from echoing.echo import echo
+from echoing.loss_pruning import LossPruning, loss_prune
+from echoing.loss_table import LossTable
 from echoing.priority_distributed import distributed_priority_sample
 from echoing.priority_feedback import PrioritizedStep, PriorityFeedback
 from echoing.priority_sampling import PrioritySampler, priority_sample
@@ -27,6 +29,8 @@ __all__ = [
     "AssistantFilter",
     "AssistantLearner",
     "AutoEcho",
+    "LossPruning",
+    "LossTable",
     "PrioritizedStep",
     "PriorityFeedback",
     "PrioritySampler",
@@ -35,6 +39,7 @@ __all__ = [
     "assistant_filter",
     "distributed_priority_sample",
     "echo",
+    "loss_prune",
     "meters",
     "priority_sample",
 ]

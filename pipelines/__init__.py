@@ -14,7 +14,7 @@ Example::
 
 from pipelines.config import default_data_config, locked_update, resolve_data_config
 from pipelines.datasets import Datasets, checkpointable, make_datasets, stage_seed
-from pipelines.examples import examples_by_id
+from pipelines.examples import examples_by_id, num_train_examples
 from pipelines.pipeline import Pipeline, Stage
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "examples_by_id",
     "locked_update",
     "make_datasets",
+    "num_train_examples",
     "resolve_data_config",
     "stage_seed",
 ]

@@ -23,6 +23,11 @@ from pipelines import sources
 from pipelines.config import resolve_data_config
 
 
+def num_train_examples(data_config: ml_collections.ConfigDict) -> int:
+    """The number of examples in the train split (its ids are 0 .. N - 1)."""
+    return sources.load(resolve_data_config(data_config)).train.num_examples
+
+
 def examples_by_id(data_config: ml_collections.ConfigDict) -> ExamplesById:
     """The decoded (not augmented) train split in memory: row i is example id i.
 

@@ -16,7 +16,9 @@ which every technique observes the loop's feedback) or the asynchronous partitio
 controller runs to ``schedule.num_steps`` in loops that end at every multiple of ``steps_per_loop``,
 ``eval_every_steps`` and ``checkpoint_every_steps``; evaluates there (and when the fresh
 examples consumed cross a multiple of ``eval_every_fresh_examples``); records the first
-crossing of ``target_accuracy`` (and stops there with ``stop_at_target``); writes one metrics
+crossing of ``target_accuracy`` (and stops there with ``stop_at_target``); ends, evaluates and
+checkpoints early when a technique's ``progress()`` reaches 1 (a run pruning measures in
+epochs, ``num_steps`` being its upper bound); writes one metrics
 row per loop with the techniques' scalars; and saves checkpoints. Evaluation is on the run's
 clock (part of the cost of reaching the target) unless ``Schedule.evaluation_on_clock`` is off.
 """
@@ -146,7 +148,13 @@ class Controller:
         self._consumed = self._consumed_at_eval = 0.0
 
     def stopped(self) -> bool:
-        return self.schedule.stop_at_target and self.clock.reached()
+        return (self.schedule.stop_at_target and self.clock.reached()) or self._run_done()
+
+    def _run_done(self) -> bool:
+        """Whether a technique measuring the run in its own units (pruning: epochs) says the
+        run is done; checked after each inner loop."""
+        progress = [t.progress() for t in self.techniques]
+        return any(float(value) >= 1.0 for value in progress if value is not None)
 
     def run(self) -> tuple[int, dict[str, float]]:
         """Trains to the end (or the target); returns the step reached and the last evaluation."""
@@ -185,7 +193,7 @@ class Controller:
         step = _current_step(self.trainer)
         progress.update(boundary - progress.n)
         evaluation = {}
-        if self._evaluation_due(step):
+        if self._evaluation_due(step) or self._run_done():
             evaluation = self._evaluate(step)
             scalars.update(evaluation)
             if "eval_accuracy" in evaluation:

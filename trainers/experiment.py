@@ -139,7 +139,7 @@ def _build_trainer(config, strategy, counts, user_stages) -> loop.Trainer:
     )
     with strategy.scope():
         model = models.build_model(config.model, datasets.input_shape, datasets.num_classes)
-        optimizer = optimizers.make_optimizer(config)
+        optimizer = optimizers.make_optimizer(config, progress=_run_progress(techniques))
         for technique in techniques:
             technique.build(model)
     train_dataset_fn, eval_dataset_fn = inputs.dataset_fns(config, techniques, counts)
@@ -154,12 +154,22 @@ def _build_trainer(config, strategy, counts, user_stages) -> loop.Trainer:
     )
 
 
+def _run_progress(techniques):
+    """The fraction of the run done, for a run a technique measures in its own units (epochs
+    for pruning), or None for a run measured in steps."""
+    measured = [technique for technique in techniques if technique.progress() is not None]
+    if not measured:
+        return None
+    return lambda: tf.reduce_max([technique.progress() for technique in measured])
+
+
 def _technique_context(config, strategy) -> technique_modules.Context:
     return technique_modules.Context(
         config=config,
         stage_seed=lambda stage: pipelines.stage_seed(config.seed, stage),
         num_input_pipelines=strategies.num_input_pipelines(strategy),
         examples=lambda: pipelines.examples_by_id(config.data),
+        num_examples=lambda: pipelines.num_train_examples(config.data),
     )
 
 

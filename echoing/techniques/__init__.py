@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from echoing.techniques import assistant, auto_echo, echo, priority
+from echoing.techniques import assistant, auto_echo, echo, priority, pruning
 from echoing.techniques.assistant import AssistantTechnique
 from echoing.techniques.auto_echo import AutoEchoTechnique
 from echoing.techniques.base import (
@@ -60,12 +60,13 @@ from echoing.techniques.base import (
 )
 from echoing.techniques.echo import EchoTechnique
 from echoing.techniques.priority import PriorityGradients, PriorityTechnique
+from echoing.techniques.pruning import PruningTechnique
 
 # Every technique a config can name, in the order their stages enter the pipeline when they
 # share an insertion point. Echo comes first and a run's extra techniques (a user's own stages)
 # right after it, the order in which ``pipelines.make_datasets`` applies its own echo and then
 # its insertions.
-MODULES = (echo, assistant, auto_echo, priority)
+MODULES = (echo, assistant, pruning, auto_echo, priority)
 _BEFORE_EXTRA = 1
 
 
@@ -101,6 +102,7 @@ __all__ = [
     "LossCallback",
     "PriorityGradients",
     "PriorityTechnique",
+    "PruningTechnique",
     "Stages",
     "Technique",
     "check_config",

@@ -35,6 +35,9 @@ every technique, through these methods and nothing else:
   gets the same ``Feedback`` record (ids and per-example losses of the steps trained, the step
   reached, the loop's wall time and input wait).
 - ``echo_factor()``: emitted examples per fresh one (to count fresh data consumed).
+- ``progress()``: for a technique that changes the steps an epoch takes (pruning), the fraction
+  of the run done by its own count, as a tensor: the learning rate follows it and the run ends
+  when it reaches 1; ``None`` (the default) keeps the run measured in steps.
 - ``checkpointed()``: the state a checkpoint saves, by name; ``scalars()``: what it logs;
   ``close()``: stop threads at the end of the run.
 """
@@ -104,12 +107,14 @@ class Context:
         ...), so a technique's stage draws the stream the pipeline's own stage would.
       num_input_pipelines: input pipelines (workers/hosts) the train set is built for.
       examples: loads the train split by id (``ExamplesById``); called only when needed.
+      num_examples: the number of train examples (ids are 0 .. num_examples - 1).
     """
 
     config: Any
     stage_seed: Callable[[str], int]
     num_input_pipelines: int = 1
     examples: Callable[[], ExamplesById] | None = None
+    num_examples: Callable[[], int] | None = None
 
 
 class Technique:
@@ -144,6 +149,9 @@ class Technique:
 
     def echo_factor(self) -> float:
         return 1.0
+
+    def progress(self) -> tf.Tensor | None:
+        return None
 
     def checkpointed(self) -> dict[str, Any]:
         return {}

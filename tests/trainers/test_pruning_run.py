@@ -1,0 +1,80 @@
+"""Loss-table pruning in the trainer: a run measured in epochs, its schedule, resume, bad config."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from echoing.techniques import Feedback, PruningTechnique
+from trainers import experiment, metrics_writer, optimizers
+
+
+@pytest.fixture
+def prune_config(load_config, data_dir):
+    config = load_config("mnist1d", "smoke,prune=1")
+    # 1,000 examples in batches of 32: 160 steps cover 5 whole epochs of the full data.
+    config.num_steps, config.warmup_steps, config.timing_steps = 160, 0, 0
+    config.steps_per_loop = config.eval_every_steps = 10
+    config.checkpoint_every_steps = 40
+    config.progress_bar = False
+    config.data.data_dir = data_dir
+    return config
+
+
+def test_a_pruned_run_ends_after_its_epochs_in_fewer_steps(prune_config, tmp_path):
+    workdir = str(tmp_path)
+    summary = experiment.run(prune_config, workdir)
+    rows = metrics_writer.read_metrics(workdir)
+    last = rows[-1]
+    # Ended by the epochs read (5 x 1,000), before the 160-step bound, evaluated at its end.
+    assert last["prune_seen"] >= 5_000
+    assert summary["step"] == last["step"] < 160
+    assert "eval_accuracy" in last
+    assert 0.0 < last["prune_keep_rate"] < 1.0
+    assert last["prune_threshold"] > 0.0
+    # A restart of a finished run trains no further.
+    assert experiment.run(prune_config, workdir)["step"] == summary["step"]
+
+
+def test_the_learning_rate_follows_the_epochs_read_not_the_step():
+    progress = tf.Variable(0.0)
+    config = experiment.default_config()
+    config.num_steps, config.warmup_steps, config.learning_rate = 100, 0, 0.1
+    optimizer = optimizers.make_optimizer(config, progress=lambda: progress)
+    optimizer.build([tf.Variable(1.0)])
+    rates = []
+    for fraction in (0.0, 0.5, 1.0):
+        progress.assign(fraction)
+        rates.append(float(keras.ops.convert_to_numpy(optimizer.learning_rate)))
+    np.testing.assert_allclose(rates, [0.1, 0.05, 0.0], atol=1e-6)
+
+
+def test_the_technique_feeds_its_table_and_reports_progress():
+    technique = PruningTechnique(100, num_epochs=2, prune_ratio=0.5, seed=0)
+    ids = np.arange(8, dtype=np.int64).reshape(2, 4)
+    losses = np.array([[0.1, 0.2, np.nan, 0.4], [1.0, 2.0, 3.0, 4.0]], np.float32)
+    technique.observe(Feedback(ids, losses, step=2, steps=2, seconds=0.1, input_wait_seconds=0.0))
+    assert technique.table.seen.numpy()[:8].tolist() == [True, True, False] + [True] * 5
+    assert technique.scalars()["prune_nonfinite_losses"] == 1.0
+    dataset = tf.data.Dataset.from_tensor_slices({"id": tf.range(100, dtype=tf.int64)})
+    (insertion,) = technique.stages()
+    assert insertion.point == "after_augment"
+    assert len(list(dataset.apply(insertion.transformation))) < 100  # 1 of 7 seen pruned at least
+    assert float(technique.progress()) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"prune_ratio": 1.0}, r"prune_ratio must be in \[0, 1\), got 1.0"),
+        ({"prune_anneal": 2.0}, r"prune_anneal must be a number in \[0, 1\], got 2.0"),
+        ({"prune_epochs": -1}, r"prune_epochs must be >= 0"),
+        ({"strategy": "tpu"}, r"prune=True with strategy='tpu'"),
+        ({"pgd": True}, r"prune=True and pgd=True"),
+        ({"eval_every_fresh_examples": 100}, r"when pruning drops examples"),
+    ],
+)
+def test_bad_pruning_configs_are_refused_naming_the_value(prune_config, overrides, message):
+    prune_config.update(overrides)
+    with pytest.raises(ValueError, match=message):
+        experiment.resolve_config(prune_config)
