@@ -1,0 +1,334 @@
+"""Selection side by side: loss-table pruning against the full data at its best, same workload.
+
+Run::
+
+    python benchmarks/selection.py           # MNIST-1D 40k/10k, 1-D CNN, 3 seeds: ~15 min
+    python benchmarks/selection.py --quick   # seconds; what tests/benchmarks runs
+
+Writes ``benchmarks/results/selection.json`` and ``selection.png``, prints a markdown table.
+
+Methods, with the same model (``trainers.models`` ``mnist1d_cnn``), SGD with Nesterov momentum,
+batch size, seeds and a cosine learning rate indexed by the fraction of the run's *epochs*
+done (so a method that takes fewer steps per epoch decays on the same curve, InfoBatch's set-up):
+
+* ``full``: every example every epoch, ``--epochs`` epochs.
+* ``prune``: ``echoing.loss_prune`` (r = 0.5, δ = 0.125) on an ``echoing.LossTable`` that the
+  train step itself updates with the per-example losses it computes; ``--epochs`` epochs.
+* ``short``: the fair comparison: the full data with its schedule shortened to the steps the
+  pruned run of the same seed took (the baseline given pruning's budget, tuned the same).
+
+The learning rate is tuned once for ``full`` (seed 0, over ``--lrs``, best final accuracy) and
+used by every method. Test accuracy is measured after every epoch, outside the timed training.
+
+Headline (``selection.json``, floats, null where not reached):
+
+* ``prune_speedup_equal_epochs``: ``full``'s train seconds to the target / ``prune``'s, where the
+  target is ``full``'s mean final accuracy minus 0.3 points (the tolerance the issue grants);
+* ``prune_speedup_vs_short_schedule``: the same, ``short`` over ``prune`` (null if ``short``
+  never reaches the target: then pruning buys accuracy the short schedule cannot);
+* ``prune_accuracy_delta``: ``prune``'s mean final accuracy minus ``full``'s, in points;
+* ``prune_step_fraction``: ``prune``'s steps / ``full``'s steps;
+* the other methods the issue names (in-batch selection, Assistants, PGD) are null here: not
+  built into this benchmark yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import echoing  # noqa: E402 (after the path set-up, as a script)
+from trainers.models import build_model  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+METHODS = ("full", "prune", "short")
+TOLERANCE_POINTS = 0.3
+NOT_BUILT = (
+    "select_batch_speedup",
+    "assist_steps_saved",
+    "assist_oracle_steps_saved",
+    "pgd_steps_speedup_clean",
+    "pgd_wall_speedup_clean",
+)
+
+
+def load_mnist1d(num_samples: int, cache: Path) -> dict:
+    """MNIST-1D with ``num_samples`` (80% train), standardised; cached as .npz."""
+    path = cache / f"mnist1d_{num_samples}.npz"
+    if not path.exists():
+        from mnist1d.data import get_dataset_args, make_dataset
+
+        args = get_dataset_args()
+        args.num_samples = num_samples
+        data = make_dataset(args)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, x=data["x"], y=data["y"], x_test=data["x_test"], y_test=data["y_test"])
+    data = np.load(path)
+    mean, std = data["x"].mean(0), data["x"].std(0) + 1e-6
+    return {
+        "x": ((data["x"] - mean) / std).astype(np.float32),
+        "y": data["y"].astype(np.int64),
+        "x_test": ((data["x_test"] - mean) / std).astype(np.float32),
+        "y_test": data["y_test"].astype(np.int64),
+    }
+
+
+class Run:
+    """One model, optimizer and train step; ``table`` is updated by the step when given."""
+
+    def __init__(self, data: dict, seed: int, learning_rate: float, table=None):
+        keras.utils.set_random_seed(seed)
+        self.model = build_model("mnist1d_cnn", data["x"].shape[1:], 10)
+        self.peak = learning_rate
+        self.optimizer = keras.optimizers.SGD(learning_rate, momentum=0.9, nesterov=True)
+        self.table = table
+        self.steps = 0
+        self.step = tf.function(self._step, jit_compile=False)
+
+    def set_progress(self, fraction: float) -> None:
+        """Cosine decay to 0 over the run's epochs, indexed by the fraction done."""
+        cosine = 0.5 * (1 + math.cos(math.pi * min(fraction, 1.0)))
+        self.optimizer.learning_rate.assign(self.peak * cosine)
+
+    def _step(self, batch):
+        with tf.GradientTape() as tape:
+            logits = self.model(batch["inputs"], training=True)
+            losses = keras.losses.sparse_categorical_crossentropy(
+                batch["label"], logits, from_logits=True
+            )
+            loss = tf.reduce_mean(losses * batch.get("sample_weight", 1.0))
+        variables = self.model.trainable_variables
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
+        if self.table is not None:
+            self.table.update(batch["id"], losses)
+        return loss
+
+    def accuracy(self, data: dict) -> float:
+        logits = self.model.predict(data["x_test"], batch_size=1000, verbose=0)
+        return float(np.mean(np.argmax(logits, 1) == data["y_test"]))
+
+
+def train(data: dict, method: str, seed: int, args, learning_rate: float, budget=None) -> dict:
+    """One run; ``budget`` (steps) is the short schedule's length. Returns its curve."""
+    n = len(data["y"])
+    source = tf.data.Dataset.from_tensor_slices(
+        {"inputs": data["x"], "label": data["y"], "id": np.arange(n, dtype=np.int64)}
+    ).shuffle(n, seed=seed, reshuffle_each_iteration=True)
+    table = echoing.LossTable(n) if method == "prune" else None
+    run = Run(data, seed, learning_rate, table)
+    if method == "prune":
+        stage = echoing.loss_prune(
+            table,
+            num_epochs=args.epochs,
+            prune_ratio=args.prune_ratio,
+            anneal_fraction=args.anneal,
+            seed=seed,
+        )
+        source = source.apply(stage)
+    dataset = source.batch(args.batch_size, drop_remainder=True).prefetch(2)
+    steps_per_epoch = n // args.batch_size
+    epochs = args.epochs if budget is None else math.ceil(budget / steps_per_epoch)
+    total_steps = budget or epochs * steps_per_epoch
+    curve, seconds = [], 0.0
+    for epoch in range(epochs):
+        start = time.perf_counter()
+        for batch in dataset:
+            if budget is not None and run.steps >= budget:
+                break
+            done = (
+                run.steps / total_steps
+                if method != "prune"
+                else stage.seen_inputs.value() / (args.epochs * n)
+            )
+            run.set_progress(done)
+            run.step(batch)
+            run.steps += 1
+        seconds += time.perf_counter() - start
+        point = {"epoch": epoch + 1, "steps": run.steps, "seconds": seconds}
+        curve.append({**point, "test_accuracy": run.accuracy(data)})
+    return {"method": method, "seed": seed, "learning_rate": learning_rate, "curve": curve}
+
+
+def first_reaching(curve: list[dict], target: float) -> dict | None:
+    return next((point for point in curve if point["test_accuracy"] >= target), None)
+
+
+def summarize(runs: list[dict]) -> dict:
+    """Per method: final accuracy, steps, seconds to the target (mean and std over seeds)."""
+    final = {
+        method: [r["curve"][-1]["test_accuracy"] for r in runs if r["method"] == method]
+        for method in METHODS
+    }
+    target = float(np.mean(final["full"])) - TOLERANCE_POINTS / 100
+    summary = {"target_accuracy": target, "methods": {}}
+    for method in METHODS:
+        chosen = [r for r in runs if r["method"] == method]
+        hits = [first_reaching(r["curve"], target) for r in chosen]
+        reached = [hit["seconds"] for hit in hits if hit is not None]
+        complete = len(reached) == len(chosen)
+        summary["methods"][method] = {
+            "seeds": len(chosen),
+            "seeds_reaching_target": len(reached),
+            "final_accuracy": float(np.mean(final[method])),
+            "final_accuracy_std": float(np.std(final[method])),
+            "steps": float(np.mean([r["curve"][-1]["steps"] for r in chosen])),
+            "train_seconds": float(np.mean([r["curve"][-1]["seconds"] for r in chosen])),
+            "train_seconds_std": float(np.std([r["curve"][-1]["seconds"] for r in chosen])),
+            "seconds_to_target": float(np.mean(reached)) if complete else None,
+            "seconds_to_target_std": float(np.std(reached)) if complete else None,
+        }
+    return summary
+
+
+def headline(summary: dict) -> dict:
+    methods = summary["methods"]
+
+    def speedup(reference: str) -> float | None:
+        slow, fast = methods[reference]["seconds_to_target"], methods["prune"]["seconds_to_target"]
+        return slow / fast if slow and fast else None
+
+    return {
+        "prune_speedup_equal_epochs": speedup("full"),
+        "prune_speedup_vs_short_schedule": speedup("short"),
+        "prune_accuracy_delta": 100
+        * (methods["prune"]["final_accuracy"] - methods["full"]["final_accuracy"]),
+        "prune_step_fraction": methods["prune"]["steps"] / methods["full"]["steps"],
+        "prune_train_time_fraction": (
+            methods["prune"]["train_seconds"] / methods["full"]["train_seconds"]
+        ),
+        **dict.fromkeys(NOT_BUILT),
+    }
+
+
+def markdown(summary: dict) -> str:
+    lines = [
+        f"target: {100 * summary['target_accuracy']:.2f}% (full's final - {TOLERANCE_POINTS} pts)",
+        "",
+        "| method | final acc (%) | steps | train s | s to target | reached |",
+        "|---|---|---|---|---|---|",
+    ]
+    for method, entry in summary["methods"].items():
+        to_target = entry["seconds_to_target"]
+        lines.append(
+            f"| {method} | {100 * entry['final_accuracy']:.2f} ± "
+            f"{100 * entry['final_accuracy_std']:.2f} | {entry['steps']:.0f} | "
+            f"{entry['train_seconds']:.1f} ± {entry['train_seconds_std']:.1f} | "
+            f"{'–' if to_target is None else f'{to_target:.1f}'} | "
+            f"{entry['seeds_reaching_target']}/{entry['seeds']} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict], summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (by_time, by_epoch) = plt.subplots(1, 2, figsize=(11, 4))
+    colors = {"full": "tab:blue", "prune": "tab:red", "short": "tab:green"}
+    for run in runs:
+        curve = run["curve"]
+        label = run["method"] if run["seed"] == runs[0]["seed"] else None
+        accuracy = [100 * p["test_accuracy"] for p in curve]
+        by_time.plot(
+            [p["seconds"] for p in curve],
+            accuracy,
+            color=colors[run["method"]],
+            label=label,
+            alpha=0.8,
+        )
+        by_epoch.plot(
+            [p["epoch"] for p in curve],
+            accuracy,
+            color=colors[run["method"]],
+            label=label,
+            alpha=0.8,
+        )
+    for axis, xlabel in ((by_time, "train seconds"), (by_epoch, "epoch")):
+        axis.axhline(100 * summary["target_accuracy"], color="gray", linestyle=":")
+        axis.set_xlabel(xlabel)
+        axis.set_ylabel("test accuracy (%)")
+        axis.set_ylim(bottom=max(0, 100 * summary["target_accuracy"] - 15))
+        axis.legend()
+    figure.suptitle("MNIST-1D, 1-D CNN: loss-table pruning vs the full data (each seed a line)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def tune_learning_rate(data: dict, args) -> tuple[float, list[dict]]:
+    """The ``full`` baseline's best learning rate (seed 0, final accuracy) over ``--lrs``."""
+    trials = [train(data, "full", 0, args, lr) for lr in args.lrs]
+    best = max(trials, key=lambda r: r["curve"][-1]["test_accuracy"])
+    sweep = [
+        {"learning_rate": r["learning_rate"], "final": r["curve"][-1]["test_accuracy"]}
+        for r in trials
+    ]
+    return best["learning_rate"], sweep
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--num-samples", type=int, default=50_000, help="MNIST-1D, 80% train")
+    parser.add_argument("--prune-ratio", type=float, default=0.5)
+    parser.add_argument("--anneal", type=float, default=0.125)
+    parser.add_argument("--lrs", default="0.02,0.05,0.1")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "echoing")
+    parser.add_argument("--quick", action="store_true", help="a smoke run of seconds")
+    parser.add_argument("--output", type=Path, default=RESULTS / "selection.json")
+    args = parser.parse_args(argv)
+    args.lrs = [float(lr) for lr in args.lrs.split(",")]
+    if args.quick:
+        args.seeds, args.epochs, args.num_samples, args.lrs = 1, 3, 2_000, [0.05]
+    data = load_mnist1d(args.num_samples, args.cache)
+    learning_rate, sweep = tune_learning_rate(data, args)
+    print(f"learning rate {learning_rate} (sweep {sweep})", flush=True)
+    runs = []
+    for seed in range(args.seeds):
+        full = train(data, "full", seed, args, learning_rate)
+        prune = train(data, "prune", seed, args, learning_rate)
+        short = train(data, "short", seed, args, learning_rate, budget=prune["curve"][-1]["steps"])
+        for run in (full, prune, short):
+            last = run["curve"][-1]
+            print(
+                f"seed {seed} {run['method']:5s} steps {last['steps']:5d} "
+                f"{last['seconds']:6.1f} s acc {100 * last['test_accuracy']:.2f}%",
+                flush=True,
+            )
+            runs.append(run)
+    summary = summarize(runs)
+    result = {
+        "headline": headline(summary),
+        "config": {
+            key: str(value) if isinstance(value, Path) else value
+            for key, value in vars(args).items()
+        },
+        "learning_rate_sweep": sweep,
+        "summary": summary,
+        "runs": runs,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=1))
+    plot(runs, summary, args.output.with_suffix(".png"))
+    print(markdown(summary))
+    print(json.dumps(result["headline"], indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Runs benchmarks/selection.py --quick once, checks its JSON, and draws it with the notebook."""
+
+import json
+
+import pytest
+
+HEADLINE = {
+    "prune_speedup_equal_epochs",
+    "prune_speedup_vs_short_schedule",
+    "prune_accuracy_delta",
+    "select_batch_speedup",
+    "assist_steps_saved",
+    "assist_oracle_steps_saved",
+    "pgd_steps_speedup_clean",
+    "pgd_wall_speedup_clean",
+}
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory, load_benchmark):
+    output = tmp_path_factory.mktemp("selection") / "selection.json"
+    cache = tmp_path_factory.mktemp("selection_cache")
+    load_benchmark("selection").main(["--quick", "--output", str(output), "--cache", str(cache)])
+    return output
+
+
+def test_quick_run_compares_pruning_with_both_baselines(quick_results):
+    result = json.loads(quick_results.read_text())
+    assert quick_results.with_suffix(".png").stat().st_size > 0
+    assert set(result["headline"]) >= HEADLINE
+    assert all(v is None or isinstance(v, float) for v in result["headline"].values())
+    runs = {run["method"]: run for run in result["runs"]}
+    assert set(runs) == {"full", "prune", "short"}
+    epochs = result["config"]["epochs"]
+    assert len(runs["full"]["curve"]) == len(runs["prune"]["curve"]) == epochs
+    # The short schedule is given exactly the steps pruning took.
+    assert runs["short"]["curve"][-1]["steps"] == runs["prune"]["curve"][-1]["steps"]
+    assert runs["prune"]["curve"][-1]["steps"] < runs["full"]["curve"][-1]["steps"]
+    fraction = result["headline"]["prune_step_fraction"]
+    assert fraction == pytest.approx(
+        runs["prune"]["curve"][-1]["steps"] / runs["full"]["curve"][-1]["steps"]
+    )
+
+
+def test_speedups_are_ratios_of_seconds_to_the_target(load_benchmark):
+    bench = load_benchmark("selection")
+    curve = lambda points: [  # noqa: E731
+        {"epoch": i + 1, "steps": 10 * (i + 1), "seconds": s, "test_accuracy": a}
+        for i, (s, a) in enumerate(points)
+    ]
+    runs = [
+        {"method": "full", "seed": 0, "curve": curve([(2.0, 0.5), (4.0, 0.9)])},
+        {"method": "prune", "seed": 0, "curve": curve([(1.0, 0.6), (2.0, 0.9)])},
+        {"method": "short", "seed": 0, "curve": curve([(1.0, 0.6), (2.0, 0.8)])},
+    ]
+    summary = bench.summarize(runs)
+    assert summary["target_accuracy"] == pytest.approx(0.9 - 0.003)
+    headline = bench.headline(summary)
+    assert headline["prune_speedup_equal_epochs"] == pytest.approx(4.0 / 2.0)
+    assert headline["prune_speedup_vs_short_schedule"] is None  # short never reached it
+    assert headline["prune_accuracy_delta"] == pytest.approx(0.0)
+
+
+def test_notebook_draws_the_results_without_training(quick_results, execute_notebook):
+    outputs = execute_notebook("selection", SELECTION_RESULTS=quick_results)
+    assert any(output.get("output_type") == "display_data" for output in outputs)
+    text = "".join(output.get("text", "") for output in outputs)
+    assert "prune" in text and "target" in text
