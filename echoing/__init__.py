@@ -14,6 +14,7 @@ from echoing.assistant_callback import AssistantCallback
 from echoing.assistant_filter import AssistantFilter, assistant_filter
 from echoing.assistant_learner import AssistantLearner
 from echoing.auto_echo import AutoEcho
+from echoing.batch_selection import select_rows
 from echoing.echo import echo
 from echoing.loss_pruning import LossPruning, loss_prune
 from echoing.loss_table import LossTable
@@ -42,4 +43,5 @@ __all__ = [
     "loss_prune",
     "meters",
     "priority_sample",
+    "select_rows",
 ]

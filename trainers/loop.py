@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
-from echoing.techniques import Feedback, Technique, replaces_gradients
+from echoing.techniques import Feedback, Technique, replaces_gradients, selects_rows
 from trainers import loop_checks
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
@@ -158,6 +158,7 @@ class Trainer(tf.Module):
         self.techniques = loop_checks.check_techniques(techniques)
         hooks = [t for t in self.techniques if replaces_gradients(t)]
         self._gradient_technique = hooks[0] if hooks else None
+        self._selecting = [t for t in self.techniques if selects_rows(t)]
         self._collect = any(t.wants_losses for t in self.techniques)
         self._traced = False
         self.jit_compile = jit_compile
@@ -208,6 +209,9 @@ class Trainer(tf.Module):
 
     def _train_step(self, batch):
         """One replica's step: returns (per-example losses, ids, this replica's share of loss)."""
+        for technique in self._selecting:
+            # In-batch selection: the rows trained on, by an inference-mode forward pass.
+            batch = technique.select(batch, self._inference_losses)
         if self._compiled_update:
             per_example, loss, gradients, aux = self._step_and_update(batch)
         else:
@@ -217,6 +221,9 @@ class Trainer(tf.Module):
             # Outside the compiled step (host state; see jit_compile in __init__).
             self._gradient_technique.after_step(batch["id"], aux, gradients, self.step.read_value())
         return per_example, batch["id"], loss
+
+    def _inference_losses(self, batch):
+        return self._loss(batch["label"], self.model(batch["inputs"], training=False))
 
     def _forward_backward_body(self, batch):
         """Per-example losses, this replica's loss share, its gradients and a technique's aux."""

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from echoing.techniques import assistant, auto_echo, echo, priority, pruning
+from echoing.techniques import assistant, auto_echo, batch_selection, echo, priority, pruning
 from echoing.techniques.assistant import AssistantTechnique
 from echoing.techniques.auto_echo import AutoEchoTechnique
 from echoing.techniques.base import (
@@ -57,7 +57,9 @@ from echoing.techniques.base import (
     Stages,
     Technique,
     replaces_gradients,
+    selects_rows,
 )
+from echoing.techniques.batch_selection import InBatchSelection
 from echoing.techniques.echo import EchoTechnique
 from echoing.techniques.priority import PriorityGradients, PriorityTechnique
 from echoing.techniques.pruning import PruningTechnique
@@ -66,7 +68,7 @@ from echoing.techniques.pruning import PruningTechnique
 # share an insertion point. Echo comes first and a run's extra techniques (a user's own stages)
 # right after it, the order in which ``pipelines.make_datasets`` applies its own echo and then
 # its insertions.
-MODULES = (echo, assistant, pruning, auto_echo, priority)
+MODULES = (echo, assistant, pruning, auto_echo, priority, batch_selection)
 _BEFORE_EXTRA = 1
 
 
@@ -98,6 +100,7 @@ __all__ = [
     "EchoTechnique",
     "ExamplesById",
     "Feedback",
+    "InBatchSelection",
     "Insertion",
     "LossCallback",
     "PriorityGradients",
@@ -109,4 +112,5 @@ __all__ = [
     "default_config",
     "from_config",
     "replaces_gradients",
+    "selects_rows",
 ]

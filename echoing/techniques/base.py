@@ -28,6 +28,8 @@ every technique, through these methods and nothing else:
   draws them from a table), instead of the input pipeline's; ``None`` for all others.
 - ``input_options()``: ``tf.distribute.InputOptions`` the train set needs, or ``None``.
 - ``build(model)``: once, under ``strategy.scope()``, after the model exists.
+- ``select(batch, score)``: the rows of a replica's batch the step trains on (in-batch
+  selection), given ``score(batch)``, per-example losses from an inference-mode forward pass.
 - ``gradients(loss_fn, sample_weight)`` and ``after_step(ids, aux, gradients, step)``: an
   optional replacement of the train step's backward pass (priority sampling's JVP) and what
   follows each step; at most one technique of a run may replace the backward pass.
@@ -137,6 +139,10 @@ class Technique:
     def build(self, model) -> None:
         del model
 
+    def select(self, batch: dict, score: Callable[[dict], tf.Tensor]) -> dict:
+        del score
+        return batch
+
     def gradients(self, loss_fn: Callable[[], tf.Tensor], sample_weight: tf.Tensor | None):
         """``(per_example_losses, gradients, aux)`` in place of the plain backward pass."""
         raise NotImplementedError
@@ -172,6 +178,11 @@ class Technique:
             # Do not mask the exception that ended the run with one from closing.
             with contextlib.suppress(Exception):
                 self.close()
+
+
+def selects_rows(technique: Technique) -> bool:
+    """Whether ``technique`` overrides ``Technique.select``."""
+    return type(technique).select is not Technique.select
 
 
 def replaces_gradients(technique: Technique) -> bool:

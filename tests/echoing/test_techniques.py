@@ -27,6 +27,7 @@ def _context(config, num_input_pipelines=1):
         stage_seed=lambda stage: pipelines.stage_seed(config.seed, stage),
         num_input_pipelines=num_input_pipelines,
         examples=_examples,
+        num_examples=lambda: 64,
     )
 
 
@@ -51,6 +52,8 @@ def _config(**fields):
         ({"assist": True}, ["assistant"]),
         ({"data_echo": 2.0, "assist": True}, ["echo", "assistant"]),
         ({"pgd": True}, ["priority"]),
+        ({"prune": True, "data_echo": 2.0}, ["echo", "prune"]),
+        ({"select_ratio": 0.5, "assist": True}, ["assistant", "select"]),
     ],
 )
 def test_a_config_builds_the_techniques_it_names_in_registry_order(fields, names):
@@ -156,6 +159,10 @@ def test_priority_technique_selects_its_own_batches_and_replaces_gradients():
         ({"pgd_top_ratio": -0.1}, ValueError, r"pgd_top_ratio must be a number in \[0, 1\]"),
         ({"pgd": True, "strategy": "tpu"}, ValueError, "a TPU step"),
         ({"pgd": True, "assist": True}, ValueError, "cannot be combined with assist=True"),
+        ({"select_ratio": 0.0}, ValueError, r"select_ratio must be in \(0, 1\] \(1 = off\)"),
+        ({"select_ratio": 1.5}, ValueError, r"select_ratio must be in \(0, 1\]"),
+        ({"select_ratio": 0.001, "data_batch_size": 8}, ValueError, "selects no rows"),
+        ({"select_ratio": 0.5, "pgd": True}, ValueError, "PGD chooses its own batches"),
     ],
 )
 def test_technique_config_errors_name_the_field(fields, error, message):

@@ -29,7 +29,9 @@ def _examples(sample_weight=None):
     return examples
 
 
-def _trainer(feedback=(), sample_weight=None, learning_rate=0.1, eval_batch=BATCH):
+def _trainer(
+    feedback=(), sample_weight=None, learning_rate=0.1, eval_batch=BATCH, extra=(), jit=False
+):
     keras.utils.set_random_seed(0)
     model = models.build_model("mnist1d_mlp", (40,), 3)
     trainer = loop.Trainer(
@@ -47,7 +49,8 @@ def _trainer(feedback=(), sample_weight=None, learning_rate=0.1, eval_batch=BATC
             lambda: tf.data.Dataset.from_tensor_slices(_examples()).batch(eval_batch),
             global_batch_size=eval_batch,
         ),
-        techniques=[techniques.LossCallback(callback) for callback in feedback],
+        techniques=[*extra, *(techniques.LossCallback(callback) for callback in feedback)],
+        jit_compile=jit,
     )
     return trainer, model
 
@@ -283,3 +286,23 @@ def test_train_measures_the_time_blocked_on_the_input_iterator(
     loop_seconds = time.perf_counter() - start
     # Bounds on the share of the loop, not on times: load slows both sides alike.
     assert low <= result["input_wait_seconds"] / loop_seconds <= high
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_in_batch_selection_trains_on_the_highest_loss_rows(jit_compile):
+    seen = []
+    trainer, model = _trainer(
+        feedback=[lambda *args: seen.append(args)],
+        extra=[techniques.InBatchSelection(0.5)],
+        jit=jit_compile,
+    )
+    examples = _examples()
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    first = examples["inputs"][:BATCH], examples["label"][:BATCH]
+    before = loss(first[1], model(first[0], training=False)).numpy()
+    trainer.train(1)
+    ((ids, losses, _),) = seen
+    # The first batch is ids 0, 10, ..., 70: the 4 highest losses under the initial model.
+    rows = np.sort(np.argsort(before)[-BATCH // 2 :])
+    assert ids.numpy().tolist() == [(rows * 10).tolist()]
+    np.testing.assert_allclose(losses.numpy()[0], before[rows], rtol=1e-4)
