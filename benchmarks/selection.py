@@ -16,6 +16,9 @@ done (so a method that takes fewer steps per epoch decays on the same curve, Inf
   train step itself updates with the per-example losses it computes; ``--epochs`` epochs.
 * ``short``: the fair comparison: the full data with its schedule shortened to the steps the
   pruned run of the same seed took (the baseline given pruning's budget, tuned the same).
+* ``select``: in-batch selection (``echoing.select_rows``): batches of ``--select-pool`` x the
+  batch size are scored by an inference-mode forward pass and the step trains on the batch
+  size's worth of rows with the highest loss; ``--epochs`` epochs (so half the steps at pool 2).
 
 The learning rate is tuned once for ``full`` (seed 0, over ``--lrs``, best final accuracy) and
 used by every method. Test accuracy is measured after every epoch, outside the timed training.
@@ -28,8 +31,9 @@ Headline (``selection.json``, floats, null where not reached):
   never reaches the target: then pruning buys accuracy the short schedule cannot);
 * ``prune_accuracy_delta``: ``prune``'s mean final accuracy minus ``full``'s, in points;
 * ``prune_step_fraction``: ``prune``'s steps / ``full``'s steps;
-* the other methods the issue names (in-batch selection, Assistants, PGD) are null here: not
-  built into this benchmark yet.
+* ``select_batch_speedup``: ``full``'s train seconds to the target / ``select``'s;
+* the other methods the issue names (Assistants, PGD) are null here: not built into this
+  benchmark yet.
 """
 
 from __future__ import annotations
@@ -52,10 +56,9 @@ import echoing  # noqa: E402 (after the path set-up, as a script)
 from trainers.models import build_model  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-METHODS = ("full", "prune", "short")
+METHODS = ("full", "prune", "short", "select")
 TOLERANCE_POINTS = 0.3
 NOT_BUILT = (
-    "select_batch_speedup",
     "assist_steps_saved",
     "assist_oracle_steps_saved",
     "pgd_steps_speedup_clean",
@@ -87,12 +90,13 @@ def load_mnist1d(num_samples: int, cache: Path) -> dict:
 class Run:
     """One model, optimizer and train step; ``table`` is updated by the step when given."""
 
-    def __init__(self, data: dict, seed: int, learning_rate: float, table=None):
+    def __init__(self, data, seed, learning_rate, table=None, train_rows=None):
         keras.utils.set_random_seed(seed)
         self.model = build_model("mnist1d_cnn", data["x"].shape[1:], 10)
         self.peak = learning_rate
         self.optimizer = keras.optimizers.SGD(learning_rate, momentum=0.9, nesterov=True)
         self.table = table
+        self.train_rows = train_rows  # in-batch selection: rows of each batch trained on
         self.steps = 0
         self.step = tf.function(self._step, jit_compile=False)
 
@@ -102,6 +106,11 @@ class Run:
         self.optimizer.learning_rate.assign(self.peak * cosine)
 
     def _step(self, batch):
+        if self.train_rows is not None:
+            scores = keras.losses.sparse_categorical_crossentropy(
+                batch["label"], self.model(batch["inputs"], training=False), from_logits=True
+            )
+            batch = echoing.select_rows(batch, scores, self.train_rows)
         with tf.GradientTape() as tape:
             logits = self.model(batch["inputs"], training=True)
             losses = keras.losses.sparse_categorical_crossentropy(
@@ -126,7 +135,8 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
         {"inputs": data["x"], "label": data["y"], "id": np.arange(n, dtype=np.int64)}
     ).shuffle(n, seed=seed, reshuffle_each_iteration=True)
     table = echoing.LossTable(n) if method == "prune" else None
-    run = Run(data, seed, learning_rate, table)
+    selecting = method == "select"
+    run = Run(data, seed, learning_rate, table, args.batch_size if selecting else None)
     if method == "prune":
         stage = echoing.loss_prune(
             table,
@@ -136,8 +146,9 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
             seed=seed,
         )
         source = source.apply(stage)
-    dataset = source.batch(args.batch_size, drop_remainder=True).prefetch(2)
-    steps_per_epoch = n // args.batch_size
+    batch_size = args.batch_size * (args.select_pool if selecting else 1)
+    dataset = source.batch(batch_size, drop_remainder=True).prefetch(2)
+    steps_per_epoch = n // batch_size
     epochs = args.epochs if budget is None else math.ceil(budget / steps_per_epoch)
     total_steps = budget or epochs * steps_per_epoch
     curve, seconds = [], 0.0
@@ -166,13 +177,14 @@ def first_reaching(curve: list[dict], target: float) -> dict | None:
 
 def summarize(runs: list[dict]) -> dict:
     """Per method: final accuracy, steps, seconds to the target (mean and std over seeds)."""
+    methods = [method for method in METHODS if any(r["method"] == method for r in runs)]
     final = {
         method: [r["curve"][-1]["test_accuracy"] for r in runs if r["method"] == method]
-        for method in METHODS
+        for method in methods
     }
     target = float(np.mean(final["full"])) - TOLERANCE_POINTS / 100
     summary = {"target_accuracy": target, "methods": {}}
-    for method in METHODS:
+    for method in methods:
         chosen = [r for r in runs if r["method"] == method]
         hits = [first_reaching(r["curve"], target) for r in chosen]
         reached = [hit["seconds"] for hit in hits if hit is not None]
@@ -194,8 +206,10 @@ def summarize(runs: list[dict]) -> dict:
 def headline(summary: dict) -> dict:
     methods = summary["methods"]
 
-    def speedup(reference: str) -> float | None:
-        slow, fast = methods[reference]["seconds_to_target"], methods["prune"]["seconds_to_target"]
+    def speedup(reference: str, method: str = "prune") -> float | None:
+        if reference not in methods or method not in methods:
+            return None
+        slow, fast = methods[reference]["seconds_to_target"], methods[method]["seconds_to_target"]
         return slow / fast if slow and fast else None
 
     return {
@@ -207,6 +221,7 @@ def headline(summary: dict) -> dict:
         "prune_train_time_fraction": (
             methods["prune"]["train_seconds"] / methods["full"]["train_seconds"]
         ),
+        "select_batch_speedup": speedup("full", "select"),
         **dict.fromkeys(NOT_BUILT),
     }
 
@@ -237,7 +252,7 @@ def plot(runs: list[dict], summary: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, (by_time, by_epoch) = plt.subplots(1, 2, figsize=(11, 4))
-    colors = {"full": "tab:blue", "prune": "tab:red", "short": "tab:green"}
+    colors = {"full": "tab:blue", "prune": "tab:red", "short": "tab:green", "select": "tab:purple"}
     for run in runs:
         curve = run["curve"]
         label = run["method"] if run["seed"] == runs[0]["seed"] else None
@@ -262,7 +277,7 @@ def plot(runs: list[dict], summary: dict, path: Path) -> None:
         axis.set_ylabel("test accuracy (%)")
         axis.set_ylim(bottom=max(0, 100 * summary["target_accuracy"] - 15))
         axis.legend()
-    figure.suptitle("MNIST-1D, 1-D CNN: loss-table pruning vs the full data (each seed a line)")
+    figure.suptitle("MNIST-1D, 1-D CNN: pruning and in-batch selection vs the full data")
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
@@ -287,12 +302,17 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--num-samples", type=int, default=50_000, help="MNIST-1D, 80% train")
     parser.add_argument("--prune-ratio", type=float, default=0.5)
     parser.add_argument("--anneal", type=float, default=0.125)
+    parser.add_argument("--select-pool", type=int, default=2, help="candidates per trained row")
+    parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--lrs", default="0.02,0.05,0.1")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "echoing")
     parser.add_argument("--quick", action="store_true", help="a smoke run of seconds")
     parser.add_argument("--output", type=Path, default=RESULTS / "selection.json")
     args = parser.parse_args(argv)
     args.lrs = [float(lr) for lr in args.lrs.split(",")]
+    args.methods = args.methods.split(",")
+    if not {"full", "prune"} <= set(args.methods) <= set(METHODS):
+        parser.error(f"--methods must include full and prune, from {METHODS}")
     if args.quick:
         args.seeds, args.epochs, args.num_samples, args.lrs = 1, 3, 2_000, [0.05]
     data = load_mnist1d(args.num_samples, args.cache)
@@ -300,10 +320,14 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"learning rate {learning_rate} (sweep {sweep})", flush=True)
     runs = []
     for seed in range(args.seeds):
-        full = train(data, "full", seed, args, learning_rate)
-        prune = train(data, "prune", seed, args, learning_rate)
-        short = train(data, "short", seed, args, learning_rate, budget=prune["curve"][-1]["steps"])
-        for run in (full, prune, short):
+        chosen = [train(data, "full", seed, args, learning_rate)]
+        chosen.append(train(data, "prune", seed, args, learning_rate))
+        if "short" in args.methods:
+            budget = chosen[-1]["curve"][-1]["steps"]
+            chosen.append(train(data, "short", seed, args, learning_rate, budget=budget))
+        if "select" in args.methods:
+            chosen.append(train(data, "select", seed, args, learning_rate))
+        for run in chosen:
             last = run["curve"][-1]
             print(
                 f"seed {seed} {run['method']:5s} steps {last['steps']:5d} "

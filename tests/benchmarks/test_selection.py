@@ -24,18 +24,21 @@ def quick_results(tmp_path_factory, load_benchmark):
     return output
 
 
-def test_quick_run_compares_pruning_with_both_baselines(quick_results):
+def test_quick_run_compares_every_method_with_the_baselines(quick_results):
     result = json.loads(quick_results.read_text())
     assert quick_results.with_suffix(".png").stat().st_size > 0
     assert set(result["headline"]) >= HEADLINE
     assert all(v is None or isinstance(v, float) for v in result["headline"].values())
     runs = {run["method"]: run for run in result["runs"]}
-    assert set(runs) == {"full", "prune", "short"}
+    assert set(runs) == {"full", "prune", "short", "select"}
     epochs = result["config"]["epochs"]
     assert len(runs["full"]["curve"]) == len(runs["prune"]["curve"]) == epochs
     # The short schedule is given exactly the steps pruning took.
     assert runs["short"]["curve"][-1]["steps"] == runs["prune"]["curve"][-1]["steps"]
     assert runs["prune"]["curve"][-1]["steps"] < runs["full"]["curve"][-1]["steps"]
+    # Selection scores batches of 2 x the batch size and trains on one batch size of rows.
+    assert len(runs["select"]["curve"]) == epochs
+    assert 2 * runs["select"]["curve"][-1]["steps"] == runs["full"]["curve"][-1]["steps"]
     fraction = result["headline"]["prune_step_fraction"]
     assert fraction == pytest.approx(
         runs["prune"]["curve"][-1]["steps"] / runs["full"]["curve"][-1]["steps"]
