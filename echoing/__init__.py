@@ -8,7 +8,7 @@ Example::
     ds = tf.data.Dataset.range(8).apply(echoing.echo(2, buffer_size=16, seed=0))
 """
 
-from echoing import meters
+from echoing import keras, meters
 from echoing.assistant import Assistant
 from echoing.assistant_callback import AssistantCallback
 from echoing.assistant_filter import AssistantFilter, assistant_filter
@@ -40,6 +40,7 @@ __all__ = [
     "assistant_filter",
     "distributed_priority_sample",
     "echo",
+    "keras",
     "loss_prune",
     "meters",
     "priority_sample",

@@ -1,0 +1,126 @@
+"""echoing.keras: model.fit reports each train batch's ids and per-example losses, and prunes."""
+
+import pathlib
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import echoing
+
+N, BATCH = 96, 16
+
+
+def _source():
+    rng = np.random.default_rng(0)
+    return tf.data.Dataset.from_tensor_slices(
+        {
+            "inputs": rng.normal(size=(N, 8)).astype("float32"),
+            "label": np.arange(N) % 3,
+            "id": np.arange(N),
+        }
+    )
+
+
+def _model(observers, learning_rate=0.0):
+    keras.utils.set_random_seed(0)
+    net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
+    model = echoing.keras.LossFeedback(
+        net,
+        per_example_loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=None
+        ),
+        observers=observers,
+    )
+    model.compile(
+        keras.optimizers.SGD(learning_rate),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def test_fit_reports_every_trained_examples_loss_from_its_own_step():
+    table = echoing.LossTable(N)
+    model = _model([table.update])  # learning rate 0: the losses stay those of the start
+    dataset = _source().shuffle(N, seed=1).batch(BATCH).map(echoing.keras.fit_inputs)
+    model.fit(dataset, epochs=1, verbose=0)
+    everything = next(iter(_source().batch(N)))
+    expected = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)(
+        everything["label"], model.model(everything["inputs"])
+    )
+    assert table.seen.numpy().all()
+    np.testing.assert_allclose(table.losses.numpy(), expected.numpy(), rtol=1e-5)
+    # Evaluation does not report: the table is unchanged by it.
+    table.losses.assign(tf.zeros([N]))
+    model.evaluate(dataset, verbose=0)
+    assert not table.losses.numpy().any()
+
+
+def test_fit_with_pruning_trains_on_fewer_examples_after_the_first_epoch():
+    table = echoing.LossTable(N)
+    calls = []
+    model = _model([table.update, lambda ids, losses: calls.append(1)], learning_rate=0.05)
+    stage = echoing.loss_prune(table, num_epochs=4, prune_ratio=0.9, seed=0)
+    dataset = _source().shuffle(N, seed=1).apply(stage).batch(BATCH)
+    history = model.fit(dataset.map(echoing.keras.fit_inputs), epochs=3, verbose=0)
+    assert len(history.history["loss"]) == 3
+    assert stage.seen_inputs.value() == 3 * N
+    assert N < stage.kept_inputs.value() < 3 * N  # epoch 0 keeps all (nothing seen), then prunes
+    assert calls  # a Python observer runs at tracing, once per traced train function
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "match"),
+    [
+        ({"model": "net"}, TypeError, "expected a keras.Model"),
+        ({"per_example_loss": None}, TypeError, r"reduction=None"),
+        ({"observers": [1]}, TypeError, r"callables \(ids, losses\), got 1"),
+    ],
+)
+def test_bad_arguments_are_refused(arguments, error, match):
+    net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
+    kwargs = {"model": net, "per_example_loss": lambda y, p: y, "observers": [], **arguments}
+    model = kwargs.pop("model")
+    with pytest.raises(error, match=match):
+        echoing.keras.LossFeedback(model, **kwargs)
+
+
+def test_inputs_without_ids_are_refused_with_the_fix():
+    model = _model([])
+    with pytest.raises(TypeError, match=r"echoing\.keras\.fit_inputs"):
+        model.fit(np.zeros((4, 8), np.float32), np.zeros(4), verbose=0)
+    with pytest.raises(KeyError, match=r"\['id'\] missing"):
+        echoing.keras.fit_inputs({"inputs": 1, "label": 2})
+
+
+def _mirrored_check():
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    table = echoing.LossTable(N)  # host state, outside the scope
+    with strategy.scope():
+        model = _model([table.update])
+    dataset = _source().batch(BATCH).map(echoing.keras.fit_inputs)
+    model.fit(dataset, epochs=1, verbose=0)
+    everything = next(iter(_source().batch(N)))
+    expected = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)(
+        everything["label"], model.model(everything["inputs"])
+    )
+    assert table.seen.numpy().all(), table.seen.numpy()
+    np.testing.assert_allclose(table.losses.numpy(), expected.numpy(), rtol=1e-5)
+    print("mirrored ok")
+
+
+def test_every_replica_reports_its_rows_under_mirrored_strategy():
+    # Logical devices must be set before TensorFlow initialises: a fresh process.
+    result = subprocess.run([sys.executable, __file__], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "mirrored ok" in result.stdout
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+    _mirrored_check()
