@@ -18,8 +18,19 @@ Data parallel: ``--strategy=mirrored|multi_worker|tpu`` (``trainers.strategies``
 ``model.fit`` users get ``trainers.EchoStatsCallback`` to log fresh examples and echo stats.
 """
 
-from trainers import callbacks, loop, models, strategies
-from trainers.callbacks import EchoStatsCallback
-from trainers.loop import Trainer
+import importlib
+
+# Loaded on first use (PEP 562), so that `python -m trainers.train` can quiet TensorFlow's
+# C++ logs before anything imports TensorFlow (see trainers.console).
+_SUBMODULES = ("callbacks", "loop", "models", "strategies")
+_NAMES = {"EchoStatsCallback": "callbacks", "Trainer": "loop"}
 
 __all__ = ["EchoStatsCallback", "Trainer", "callbacks", "loop", "models", "strategies"]
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"trainers.{name}")
+    if name in _NAMES:
+        return getattr(importlib.import_module(f"trainers.{_NAMES[name]}"), name)
+    raise AttributeError(f"module 'trainers' has no attribute {name!r}")

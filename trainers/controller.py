@@ -56,7 +56,7 @@ class Schedule:
       stop_at_target: end at that crossing.
       evaluation_on_clock: count evaluation time as training time (the cost of reaching the
         target); False keeps the clock to training alone.
-      progress_bar: show a tqdm bar on stderr.
+      progress_bar: show a tqdm bar on stderr (when it is a terminal).
     """
 
     num_steps: int
@@ -165,7 +165,8 @@ class Controller:
             initial=step,
             desc="train",
             unit="step",
-            disable=not self.schedule.progress_bar,
+            # None: no bar when stderr is not a terminal (a log file gets no \r redraws).
+            disable=None if self.schedule.progress_bar else True,
             file=sys.stderr,
         )
         with progress:

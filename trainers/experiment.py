@@ -97,6 +97,7 @@ def run(
     counts = echo_meters.EchoMeters()
     trainer = _build_trainer(config, strategy, counts, user_stages)
     techniques = trainer.techniques
+    print(_headline(config, techniques, workdir), file=sys.stderr)
     clock = controller.RunClock()
     manager = _checkpoint_manager(config, workdir, trainer, techniques, counts, clock)
     with contextlib.ExitStack() as cleanup, metrics_writer.MetricsWriter(workdir) as writer:
@@ -151,6 +152,17 @@ def _build_trainer(config, strategy, counts, user_stages) -> loop.Trainer:
         strategy=strategy,
         techniques=techniques,
         jit_compile=config.jit_compile,
+    )
+
+
+def _headline(config, techniques, workdir: str) -> str:
+    """One line saying what this run trains, on what, for how long, and where it writes."""
+    data = config.data.name or config.data.source
+    used = ", ".join(technique.name for technique in techniques if technique.name != "stages")
+    return (
+        f"Training {config.model} on {data} (batch {config.data.batch_size}) for "
+        f"{config.num_steps} steps under the {config.strategy} strategy"
+        f"{f' with {used}' if used else ''}; writing to {workdir}"
     )
 
 

@@ -24,7 +24,10 @@ each worker reads its shard of the data; the chief writes ``--workdir``, the oth
 ``mode`` (``configs/passm.py``). A ``configs/passm.py`` run under a synchronous strategy trains
 synchronously and says so (its asynchronous modes need a parameter server).
 
-Re-running with the same ``--workdir`` resumes from its newest checkpoint. Everything else
+The console shows the progress bar (on a terminal), evaluations and the summary;
+``--verbose`` brings back TensorFlow's C++ notices, absl INFO lines and TFDS's messages
+(``trainers.console``). Re-running with the same ``--workdir`` resumes from its newest
+checkpoint. Everything else
 (progress bar, ``metrics.jsonl``, TensorBoard, checkpoints, the final summary with R) is
 ``trainers.experiment.run``; this module only holds the flags.
 """
@@ -33,6 +36,13 @@ from __future__ import annotations
 
 import json
 import sys
+
+from trainers import console
+
+# Before TensorFlow is imported (it reads the level once); flags are not parsed yet.
+if "--verbose" not in sys.argv:
+    console.quiet_native_logs()
+    console.import_tensorflow_quietly()
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -72,6 +82,11 @@ _SERVE = flags.DEFINE_string(
     "parameter-server cluster runs (the coordinator runs --config=configs/passm.py with "
     "--config.cluster_spec).",
 )
+_VERBOSE = flags.DEFINE_bool(
+    "verbose",
+    False,
+    "Show TensorFlow's C++ log lines, absl INFO records and TFDS's messages and progress bars.",
+)
 _CLUSTER_SPEC = flags.DEFINE_string(
     "cluster_spec", None, 'With --serve: the cluster, JSON {"worker": [...], "ps": [...], ...}.'
 )
@@ -88,6 +103,8 @@ flags.register_multi_flags_validator(
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}; use --config and --workdir.")
+    if not _VERBOSE.value:
+        console.quiet_python_logs()
     if _SERVE.value is not None:
         _serve(_SERVE.value, _CLUSTER_SPEC.value)
         return

@@ -16,7 +16,10 @@ and the next ``num_eval`` as test. Generation is Python (~1.5 ms per example), o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+import sys
 from typing import ClassVar
 
 import numpy as np
@@ -126,8 +129,7 @@ def data_source(num_train: int, num_eval: int, data_dir: str, *, split: str = "t
       A ``tfds`` ``ArrayRecordDataSource`` with ``len() == num_train`` (or ``num_eval``).
     """
     mnist1d_builder = builder(num_train, num_eval, data_dir, file_format="array_record")
-    if not mnist1d_builder.is_prepared():
-        mnist1d_builder.download_and_prepare()
+    _prepare(mnist1d_builder)
     return mnist1d_builder.as_data_source(split=split)
 
 
@@ -140,14 +142,29 @@ def load(num_train: int, num_eval: int, data_dir: str) -> Source:
       data_dir: TFDS data directory, e.g. ~/.cache/echoing.
     """
     mnist1d_builder = builder(num_train, num_eval, data_dir)
-    if not mnist1d_builder.is_prepared():
-        mnist1d_builder.download_and_prepare()
+    _prepare(mnist1d_builder)
     return Source(
         train=_split(mnist1d_builder, "train", num_train),
         eval=_split(mnist1d_builder, "test", num_eval),
         num_classes=NUM_CLASSES,
         input_shape=(SEQUENCE_LENGTH, 1),
     )
+
+
+def _prepare(mnist1d_builder: Mnist1d) -> None:
+    """Generates and stores the data set on first use, saying so in one line."""
+    if mnist1d_builder.is_prepared():
+        return
+    config = mnist1d_builder.builder_config
+    print(
+        f"Generating MNIST-1D ({config.num_train} train / {config.num_eval} eval examples) "
+        f"in {mnist1d_builder.data_dir}; later runs read it from there.",
+        file=sys.stderr,
+    )
+    # TFDS prints "Downloading and preparing dataset Unknown size ..." to stdout; nothing is
+    # downloaded here, so that line would only mislead.
+    with contextlib.redirect_stdout(io.StringIO()):
+        mnist1d_builder.download_and_prepare()
 
 
 def _split(mnist1d_builder: Mnist1d, split: str, num_examples: int) -> SourceSplit:

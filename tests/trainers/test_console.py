@@ -1,0 +1,46 @@
+"""The binary's console: a handful of lines a person reads, library chatter only with --verbose."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NOISE = re.compile(r"I0000|W0000|E0000|oneDNN|cuInit|Downloading and preparing|\x1b\[A")
+
+
+def _train(tmp_path, *flags):
+    command = [sys.executable, "-m", "trainers.train", "--config=configs/mnist1d.py:smoke"]
+    command += [f"--workdir={tmp_path / 'run'}", f"--config.data.data_dir={tmp_path / 'data'}"]
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [*command, *flags],
+        capture_output=True,
+        text=True,
+        cwd=REPOSITORY,
+        env=environment,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def quiet_output(tmp_path_factory):
+    return _train(tmp_path_factory.mktemp("console"))
+
+
+def test_the_smoke_run_prints_what_it_trains_and_its_results_only(quiet_output):
+    lines = quiet_output.splitlines()
+    assert not [line for line in lines if NOISE.search(line)], quiet_output
+    # What is trained, the one-time data generation, the final evaluation and the summary.
+    assert any(line.startswith("Training mnist1d_cnn on mnist1d") for line in lines)
+    assert any(line.startswith("Generating MNIST-1D (1000 train / 200 eval") for line in lines)
+    assert any(line.startswith("step 20: eval accuracy") for line in lines)
+    assert len(lines) <= 8, quiet_output
+
+
+def test_verbose_brings_the_library_messages_back(tmp_path):
+    assert re.search(r"I0000|oneDNN", _train(tmp_path, "--verbose"))
