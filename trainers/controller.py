@@ -143,9 +143,14 @@ class Controller:
         self.clock = clock or RunClock()
         self.manager = manager
         self.writer = writer
-        # Fresh examples consumed, and consumed at the last evaluation (eval_every_fresh_examples):
-        # the fresh meter counts what entered the pipeline, which runs ahead by its buffers.
+        # Fresh examples behind the batches trained on (batch / echo factor per step), and at the
+        # last evaluation: the fresh meter counts what entered the pipeline, which runs ahead by
+        # its buffers, so it is not what training consumed.
         self._consumed = self._consumed_at_eval = 0.0
+
+    def fresh_trained(self) -> int:
+        """Fresh examples behind the batches trained on so far (batch / echo factor per step)."""
+        return round(self._consumed)
 
     def stopped(self) -> bool:
         return (self.schedule.stop_at_target and self.clock.reached()) or self._run_done()
@@ -159,6 +164,9 @@ class Controller:
     def run(self) -> tuple[int, dict[str, float]]:
         """Trains to the end (or the target); returns the step reached and the last evaluation."""
         step = _current_step(self.trainer)
+        # A resumed run: the steps before it (at today's echo factor; exact for a static one).
+        echo_factor = math.prod(t.echo_factor() for t in self.techniques)
+        self._consumed = self._consumed_at_eval = step * self.schedule.batch_size / echo_factor
         evaluation = {}
         progress = tqdm.tqdm(
             total=self.schedule.num_steps,
@@ -224,9 +232,11 @@ class Controller:
             # Evaluation is part of the cost of reaching the target, so it is on the clock.
             self.clock.seconds.assign_add(time.perf_counter() - start)
         if "eval_accuracy" in evaluation:
-            fresh = self.counts.fresh.value() if self.counts is not None else -1
             self.clock.record_target(
-                self.schedule.target_accuracy, evaluation["eval_accuracy"], step, fresh
+                self.schedule.target_accuracy,
+                evaluation["eval_accuracy"],
+                step,
+                self.fresh_trained(),
             )
         return evaluation
 

@@ -78,8 +78,9 @@ def run(
     same point they run after echo and before the other techniques' stages.
 
     Returns:
-      ``{"step", "eval_accuracy", "eval_loss", "fresh_examples", "emitted_examples",
-      "echo_ratio", "train_seconds", "target_accuracy", "steps_to_target", "seconds_to_target",
+      ``{"step", "eval_accuracy", "eval_loss", "trained_examples", "fresh_examples_trained",
+      "echo_ratio", "fresh_examples", "emitted_examples", "train_seconds", "target_accuracy",
+      "steps_to_target", "seconds_to_target",
       "fresh_examples_to_target", "upstream_seconds_per_step", "downstream_seconds_per_step",
       "upstream_downstream_ratio"}`` (target/timing entries are None when not measured).
 
@@ -119,7 +120,7 @@ def run(
     timings = {}
     if config.timing_steps:
         timings = diagnosis.measure_ratio(config, strategy, inputs.technique_stages([user_stages]))
-    summary = make_summary(config, step, evaluation, counts, clock, timings)
+    summary = make_summary(config, step, evaluation, counts, clock, timings, outer.fresh_trained())
     with tf.io.gfile.GFile(os.path.join(workdir, "summary.json"), "w") as file:
         file.write(json.dumps(summary, indent=2) + "\n")
     print(format_summary(summary))

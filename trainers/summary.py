@@ -12,17 +12,28 @@ from __future__ import annotations
 from echoing import meters as echo_meters
 
 
-def make_summary(config, step, evaluation, counts: echo_meters.EchoMeters, clock, timings):
-    """The summary dict (see ``trainers.experiment.run``); target/timing entries None if unset."""
+def make_summary(
+    config, step, evaluation, counts: echo_meters.EchoMeters, clock, timings, fresh_trained
+):
+    """The summary dict (see ``trainers.experiment.run``); target/timing entries None if unset.
+
+    ``trained_examples`` (steps x batch) and ``fresh_examples_trained`` (the fresh examples
+    behind them, batch / echo factor per step) are what training consumed, so a run without echo
+    has ``echo_ratio`` 1.0 exactly; ``fresh_examples`` and ``emitted_examples`` are the input
+    pipeline's meters, which include what its buffers read ahead (and what filters dropped).
+    """
     reached = clock.reached()
     result = counts.result()
+    trained = step * config.data.batch_size
     return {
         "step": step,
         "eval_accuracy": evaluation["eval_accuracy"],
         "eval_loss": evaluation["eval_loss"],
+        "trained_examples": trained,
+        "fresh_examples_trained": fresh_trained,
+        "echo_ratio": trained / fresh_trained if fresh_trained else None,
         "fresh_examples": result["fresh_examples"],
         "emitted_examples": result["emitted_examples"],
-        "echo_ratio": result["echo_ratio"],
         "train_seconds": float(clock.seconds.numpy()),
         "target_accuracy": config.target_accuracy or None,
         "steps_to_target": int(clock.target_step.numpy()) if reached else None,
@@ -41,8 +52,9 @@ def format_summary(summary: dict[str, object]) -> str:
     lines = [
         f"step {summary['step']}: eval accuracy {summary['eval_accuracy']:.4f} "
         f"(loss {summary['eval_loss']:.4f}) after {summary['train_seconds']:.1f} s of training",
-        f"fresh examples read {summary['fresh_examples']}, examples emitted "
-        f"{summary['emitted_examples']} (echo ratio {summary['echo_ratio']:.2f})",
+        f"trained on {summary['trained_examples']} examples behind "
+        f"{summary['fresh_examples_trained']} fresh ones (echo ratio {_ratio(summary)}); the input "
+        f"pipeline read {summary['fresh_examples']} (with what its buffers read ahead)",
     ]
     if summary["target_accuracy"]:
         if summary["steps_to_target"] is None:
@@ -60,3 +72,7 @@ def format_summary(summary: dict[str, object]) -> str:
             f"batch): R = {summary['upstream_downstream_ratio']:.2f}"
         )
     return "\n".join(lines)
+
+
+def _ratio(summary: dict[str, object]) -> str:
+    return "-" if summary["echo_ratio"] is None else f"{summary['echo_ratio']:.2f}"

@@ -65,3 +65,17 @@ def test_unknown_insertion_point_is_rejected(load_config, data_dir, tmp_path):
     config = _smoke_config(load_config, data_dir)
     with pytest.raises(ValueError, match="after_agument"):
         experiment.run(config, str(tmp_path), insertions=[("after_agument", "x", lambda d: d)])
+
+
+@pytest.mark.parametrize(("echo", "fresh"), [(1.0, 640), (2.0, 320)])
+def test_the_summary_counts_what_training_consumed_not_the_read_ahead(
+    load_config, data_dir, tmp_path, echo, fresh
+):
+    config = _smoke_config(load_config, data_dir)
+    config.num_steps, config.data.echo = 20, echo
+    summary = experiment.run(config, str(tmp_path))
+    assert summary["trained_examples"] == 20 * 32 == 640
+    assert summary["fresh_examples_trained"] == fresh
+    assert summary["echo_ratio"] == echo  # exactly: 1.00 without echo
+    # The pipeline's own meter also counts what its buffers read ahead.
+    assert summary["fresh_examples"] > fresh
