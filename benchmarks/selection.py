@@ -251,27 +251,16 @@ def plot(runs: list[dict], summary: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (by_time, by_epoch) = plt.subplots(1, 2, figsize=(11, 4))
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
     colors = {"full": "tab:blue", "prune": "tab:red", "short": "tab:green", "select": "tab:purple"}
+    panels = list(zip(axes, ("seconds", "epoch"), ("train seconds", "epoch"), strict=True))
     for run in runs:
-        curve = run["curve"]
         label = run["method"] if run["seed"] == runs[0]["seed"] else None
-        accuracy = [100 * p["test_accuracy"] for p in curve]
-        by_time.plot(
-            [p["seconds"] for p in curve],
-            accuracy,
-            color=colors[run["method"]],
-            label=label,
-            alpha=0.8,
-        )
-        by_epoch.plot(
-            [p["epoch"] for p in curve],
-            accuracy,
-            color=colors[run["method"]],
-            label=label,
-            alpha=0.8,
-        )
-    for axis, xlabel in ((by_time, "train seconds"), (by_epoch, "epoch")):
+        accuracy = [100 * p["test_accuracy"] for p in run["curve"]]
+        for axis, key, _ in panels:
+            x = [p[key] for p in run["curve"]]
+            axis.plot(x, accuracy, color=colors[run["method"]], label=label, alpha=0.8)
+    for axis, _, xlabel in panels:
         axis.axhline(100 * summary["target_accuracy"], color="gray", linestyle=":")
         axis.set_xlabel(xlabel)
         axis.set_ylabel("test accuracy (%)")

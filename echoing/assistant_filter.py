@@ -34,7 +34,7 @@ import numbers
 import keras
 import tensorflow as tf
 
-from echoing import meters
+from echoing import grouping, meters
 from echoing.assistant import (
     FeatureSelector,
     check_feature_selector,
@@ -42,9 +42,6 @@ from echoing.assistant import (
     score,
     select_features,
 )
-
-# Dataset.random yields uniform integers in [0, 2**32) (as int64).
-_RANDOM_RANGE = float(1 << 32)
 
 
 class AssistantFilter:
@@ -94,12 +91,7 @@ class AssistantFilter:
 
     def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         spec = dataset.element_spec
-        if not isinstance(spec, dict) or self.label_key not in spec:
-            raise TypeError(
-                f"assistant_filter needs unbatched dict elements with a {self.label_key!r} "
-                f"key, got element_spec {spec}; map your elements to "
-                "{'inputs': ..., 'label': ..., 'id': ...} first, or set label_key."
-            )
+        grouping.require_key(spec, self.label_key, "assistant_filter", "label_key")
         feature_spec = dataset.map(lambda e: select_features(e, self.features)).element_spec
         if not isinstance(feature_spec, tf.TensorSpec):
             raise TypeError(
@@ -108,13 +100,7 @@ class AssistantFilter:
             )
         ensure_built(self.assistant, feature_spec, spec[self.label_key].dtype)
 
-        # Dense elements of one static shape are scored in vectorised groups; anything else
-        # (variable length, ragged) one at a time, which batch(1) handles for every shape.
-        static = all(
-            isinstance(s, tf.TensorSpec) and s.shape.is_fully_defined()
-            for s in tf.nest.flatten(spec)
-        )
-        group = self.scoring_batch_size if static else 1
+        group = grouping.group_size(spec, self.scoring_batch_size)
 
         assistant, features, label_key = self.assistant, self.features, self.label_key
         base_prob, limit, reweight = self.base_prob, self.max_consecutive_drops, self.reweight
@@ -123,8 +109,7 @@ class AssistantFilter:
         def keep_probability(batch, random):
             g = score(assistant, select_features(batch, features), batch[label_key])
             keep_prob = base_prob + (1.0 - base_prob) * g
-            uniform = tf.cast((tf.cast(random, tf.float64) + 0.5) / _RANDOM_RANGE, tf.float32)
-            return batch, uniform < keep_prob, keep_prob
+            return batch, grouping.uniform(random) < keep_prob, keep_prob
 
         def count_drops(drops_so_far, batch_keep_prob):
             batch, keep, keep_prob = batch_keep_prob

@@ -35,11 +35,8 @@ import numbers
 
 import tensorflow as tf
 
-from echoing import meters
+from echoing import grouping, meters
 from echoing.loss_table import LossTable, _host_variable
-
-# Dataset.random yields uniform integers in [0, 2**32) (as int64).
-_RANDOM_RANGE = float(1 << 32)
 
 
 class LossPruning(tf.Module):
@@ -101,26 +98,16 @@ class LossPruning(tf.Module):
 
     def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         spec = dataset.element_spec
-        if not isinstance(spec, dict) or self.id_key not in spec:
-            raise TypeError(
-                f"loss_prune needs unbatched dict elements with an {self.id_key!r} key (the "
-                f"example id the loss table is keyed by), got element_spec {spec}; map your "
-                "elements to {'inputs': ..., 'label': ..., 'id': ...} first, or set id_key."
-            )
+        grouping.require_key(spec, self.id_key, "loss_prune", "id_key")
         if not spec[self.id_key].dtype.is_integer or spec[self.id_key].shape.rank != 0:
             raise TypeError(
                 f"loss_prune: element[{self.id_key!r}] must be a scalar integer id, got "
                 f"{spec[self.id_key]}; insert the stage before batch()."
             )
-        # Dense elements of one static shape are decided in groups; anything else one at a time.
-        static = all(
-            isinstance(s, tf.TensorSpec) and s.shape.is_fully_defined()
-            for s in tf.nest.flatten(spec)
-        )
         random = tf.data.Dataset.random(seed=self.seed, rerandomize_each_iteration=True)
         return (
             tf.data.Dataset.zip(dataset, random)
-            .batch(self.group_size if static else 1)
+            .batch(grouping.group_size(spec, self.group_size))
             # Sequential: each group's epoch and threshold follow from the groups before it.
             .map(self._keep_group, name=f"{self.name}_keep")
             .unbatch(name=f"{self.name}_unbatch")
@@ -137,8 +124,7 @@ class LossPruning(tf.Module):
         pruning = epoch < self.full_data_epoch
         easy = seen & (losses < threshold) & pruning
         keep_prob = tf.where(easy, 1.0 - self.prune_ratio, 1.0)
-        uniform = tf.cast((tf.cast(random, tf.float64) + 0.5) / _RANDOM_RANGE, tf.float32)
-        keep = uniform < keep_prob
+        keep = grouping.uniform(random) < keep_prob
         updates = [
             self.seen_inputs.variable.assign_add(size),
             self.kept_inputs.variable.assign_add(tf.reduce_sum(tf.cast(keep, tf.int64))),
