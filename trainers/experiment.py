@@ -55,6 +55,7 @@ from trainers.run_config import default_config, resolve_config
 from trainers.summary import format_summary, make_summary
 
 __all__ = [
+    "RunInterrupted",
     "default_config",
     "diagnose",
     "format_diagnosis",
@@ -101,7 +102,12 @@ def run(
     print(_headline(config, techniques, workdir), file=sys.stderr)
     clock = controller.RunClock()
     manager = _checkpoint_manager(config, workdir, trainer, techniques, counts, clock)
-    with contextlib.ExitStack() as cleanup, metrics_writer.MetricsWriter(workdir) as writer:
+    # Rows past the restored step (written before a kill) are dropped: no step is logged twice.
+    start = int(trainer.step.numpy())
+    with (
+        contextlib.ExitStack() as cleanup,
+        metrics_writer.MetricsWriter(workdir, start_step=start) as writer,
+    ):
         for technique in techniques:
             # Stops the techniques' threads at the end, also when training raises.
             cleanup.enter_context(technique)
@@ -114,7 +120,7 @@ def run(
             manager=manager,
             writer=writer,
         )
-        step, evaluation = outer.run()
+        step, evaluation = _train_or_save(outer, trainer, manager)
     # A finished run restarted: evaluate the restored model for the summary.
     evaluation = evaluation or trainer.evaluate()
     timings = {}
@@ -125,6 +131,32 @@ def run(
         file.write(json.dumps(summary, indent=2) + "\n")
     print(format_summary(summary))
     return summary
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or the binary's SIGTERM) stopped training; a checkpoint of ``step`` was saved.
+
+    A ``KeyboardInterrupt``, so code that handles those still does; re-running the same
+    command with the same workdir resumes from ``checkpoint``.
+    """
+
+    def __init__(self, step: int, checkpoint: str | None):
+        super().__init__(f"interrupted at step {step}; saved {checkpoint}")
+        self.step, self.checkpoint = step, checkpoint
+
+
+def _train_or_save(outer, trainer, manager):
+    """``outer.run()``; on KeyboardInterrupt, a checkpoint of the step reached, then
+    ``RunInterrupted``."""
+    try:
+        return outer.run()
+    except KeyboardInterrupt as interrupt:
+        # An interrupt arrives between TF calls: model, optimizer and step agree at this point.
+        step = int(trainer.step.numpy())
+        latest = manager.latest_checkpoint
+        if latest is None or not latest.endswith(f"-{step}"):
+            latest = manager.save(checkpoint_number=step)
+        raise RunInterrupted(step, latest) from interrupt
 
 
 def _build_trainer(config, strategy, counts, user_stages) -> loop.Trainer:

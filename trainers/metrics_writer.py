@@ -9,7 +9,9 @@ Example::
     # /tmp/run/metrics.jsonl gets {"step": 100, "wall_time": ..., "train_loss": 0.5, ...};
     # /tmp/run/tensorboard/ gets the same scalars for `tensorboard --logdir /tmp/run`.
 
-A resumed run appends to the same files, so the log covers the whole run across restarts.
+A resumed run appends to the same files, so the log covers the whole run across restarts; it
+passes ``start_step`` (the restored step), and rows of later steps, written before a kill, are
+dropped first, so no step is logged twice.
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ _SCALAR_METADATA = _scalar_metadata()
 class MetricsWriter:
     """Appends ``{"step", "wall_time", **scalars}`` lines and TensorBoard summaries."""
 
-    def __init__(self, workdir: str):
+    def __init__(self, workdir: str, start_step: int | None = None):
         tf.io.gfile.makedirs(workdir)
         self.path = os.path.join(workdir, METRICS_FILENAME)
+        if start_step is not None:
+            _drop_rows_after(self.path, start_step)
         self._file = tf.io.gfile.GFile(self.path, "a")
         self._summaries = tf.summary.create_file_writer(os.path.join(workdir, "tensorboard"))
 
@@ -78,3 +82,15 @@ def read_metrics(workdir: str) -> list[dict[str, float]]:
         return []
     with tf.io.gfile.GFile(path) as file:
         return [json.loads(line) for line in file if line.strip()]
+
+
+def _drop_rows_after(path: str, step: int) -> None:
+    """Rewrites ``path`` without the rows of steps after ``step`` (if it has any)."""
+    if not tf.io.gfile.exists(path):
+        return
+    with tf.io.gfile.GFile(path) as file:
+        lines = [line for line in file if line.strip()]
+    kept = [line for line in lines if json.loads(line)["step"] <= step]
+    if len(kept) < len(lines):
+        with tf.io.gfile.GFile(path, "w") as file:
+            file.write("".join(kept))

@@ -27,14 +27,15 @@ synchronously and says so (its asynchronous modes need a parameter server).
 The console shows the progress bar (on a terminal), evaluations and the summary;
 ``--verbose`` brings back TensorFlow's C++ notices, absl INFO lines and TFDS's messages
 (``trainers.console``). Re-running with the same ``--workdir`` resumes from its newest
-checkpoint. Everything else
-(progress bar, ``metrics.jsonl``, TensorBoard, checkpoints, the final summary with R) is
-``trainers.experiment.run``; this module only holds the flags.
+checkpoint; Ctrl-C or SIGTERM save one at the step reached first (exit status 130 / 143).
+Everything else (progress bar, ``metrics.jsonl``, TensorBoard, checkpoints, the final summary
+with R) is ``trainers.experiment.run``; this module only holds the flags.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 from trainers import console
@@ -129,7 +130,31 @@ def main(argv: list[str]) -> None:
     elif _DIAGNOSE.value:
         experiment.diagnose(config, _WORKDIR.value)
     else:
-        experiment.run(config, _WORKDIR.value)
+        _run_resumably(config, _WORKDIR.value)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an interrupt so the run saves a checkpoint as for Ctrl-C."""
+
+
+def _terminate(signum, frame):
+    del signum, frame
+    raise _Terminated()
+
+
+def _run_resumably(config, workdir: str) -> None:
+    """``experiment.run``; Ctrl-C or SIGTERM save a checkpoint and exit 130 / 143 with one line."""
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        experiment.run(config, workdir)
+    except experiment.RunInterrupted as interrupted:
+        terminated = isinstance(interrupted.__cause__, _Terminated)
+        print(
+            f"{'Terminated' if terminated else 'Interrupted'} at step {interrupted.step}; saved "
+            f"{interrupted.checkpoint}. Run the same command to resume.",
+            file=sys.stderr,
+        )
+        sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
 
 
 def _serve(task: str, cluster_spec: str | None) -> None:
