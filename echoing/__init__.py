@@ -15,6 +15,7 @@ from echoing.assistant_filter import AssistantFilter, assistant_filter
 from echoing.assistant_learner import AssistantLearner
 from echoing.auto_echo import AutoEcho
 from echoing.batch_selection import select_rows
+from echoing.diagnose import diagnose, format_diagnosis
 from echoing.echo import echo
 from echoing.loss_pruning import LossPruning, loss_prune
 from echoing.loss_table import LossTable
@@ -38,8 +39,10 @@ __all__ = [
     "PriorityTable",
     "ShardedPriorityTable",
     "assistant_filter",
+    "diagnose",
     "distributed_priority_sample",
     "echo",
+    "format_diagnosis",
     "keras",
     "loss_prune",
     "meters",

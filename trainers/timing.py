@@ -21,21 +21,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import tensorflow as tf
+# The pipeline-alone timing and the factor rule are the library's (``echoing.diagnose``).
+from echoing.diagnose import (
+    MAX_RECOMMENDED_FACTOR,
+    NO_ECHO_BELOW_RATIO,
+    cached_batch,
+    recommended_factor,
+    seconds_per_batch,
+)
 
-
-def seconds_per_batch(dataset: tf.data.Dataset, *, num_batches: int, warmup: int = 3) -> float:
-    """Mean wall seconds per element of ``dataset`` over ``num_batches``, after ``warmup``."""
-    if num_batches < 1:
-        raise ValueError(f"num_batches must be >= 1, got {num_batches}.")
-    iterator = iter(dataset)
-    for _ in range(warmup):
-        next(iterator)
-    start = time.perf_counter()
-    for _ in range(num_batches):
-        # Block on the values, so lazily produced elements are really computed.
-        tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, next(iterator))
-    return (time.perf_counter() - start) / num_batches
+__all__ = [
+    "MAX_RECOMMENDED_FACTOR",
+    "NO_ECHO_BELOW_RATIO",
+    "cached_batch",
+    "recommend_echo",
+    "seconds_per_batch",
+    "seconds_per_step",
+]
 
 
 def seconds_per_step(train: Callable[[int], object], *, num_steps: int, warmup: int = 3) -> float:
@@ -49,17 +51,6 @@ def seconds_per_step(train: Callable[[int], object], *, num_steps: int, warmup: 
     start = time.perf_counter()
     train(num_steps)
     return (time.perf_counter() - start) / num_steps
-
-
-def cached_batch(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """One batch of ``dataset``, cached and repeated forever: a train input with no input cost."""
-    return dataset.take(1).cache().repeat()
-
-
-# Echo factors above this rarely help (the paper found echo useful up to e≈4-16; AutoEcho's default
-# bound), and R below the threshold means the pipeline keeps up: no echo.
-MAX_RECOMMENDED_FACTOR = 8.0
-NO_ECHO_BELOW_RATIO = 1.05
 
 
 def recommend_echo(
@@ -86,7 +77,7 @@ def recommend_echo(
         if not value > 0:
             raise ValueError(f"{name} must be > 0 seconds, got {value!r}; time at least a step.")
     ratio = upstream_seconds / downstream_seconds
-    factor = 1.0 if ratio < NO_ECHO_BELOW_RATIO else min(ratio, MAX_RECOMMENDED_FACTOR)
+    factor = recommended_factor(ratio)
     augment_fraction = max(0.0, upstream_seconds - unaugmented_upstream_seconds) / upstream_seconds
     return {
         "ratio": ratio,

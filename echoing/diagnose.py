@@ -1,0 +1,187 @@
+"""Is my training input-bound? ``echoing.diagnose`` on your own pipeline and model, in one call.
+
+Example::
+
+    import keras
+    import tensorflow as tf
+    import echoing
+
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (tf.random.normal([2048, 32]), tf.zeros([2048], tf.int64))
+    ).batch(64).repeat()
+    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(10)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    report = echoing.diagnose(dataset, model, num_steps=20)
+    print(echoing.format_diagnosis(report))  # t_up, t_down, R and the echo factor to try
+
+R = t_up / t_down, where t_up is the time per batch of the pipeline alone (a fresh iterator of
+``dataset``: your own iterators and the model are not touched) and t_down the time per train
+step on one batch cached in memory, so no input work is included. R > 1: the accelerator waits
+for input about ``1 - 1/R`` of the time (with prefetching), and echoing by about R
+(``echoing.echo``, or ``echoing.AutoEcho`` to follow it) fills that wait with repeated data. A
+Keras model is timed on a copy (``train_on_batch`` of a clone with a fresh optimizer), so its
+weights and optimizer state are unchanged; or pass your own ``step(batch)`` callable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import keras
+import tensorflow as tf
+
+# Factors above this rarely help (the paper found echo useful up to e≈4-16; AutoEcho's default
+# bound), and below this R the pipeline keeps up: no echo.
+MAX_RECOMMENDED_FACTOR = 8.0
+NO_ECHO_BELOW_RATIO = 1.05
+
+
+def seconds_per_batch(
+    dataset: tf.data.Dataset, *, num_batches: int, warmup: int = 3, max_seconds: float = 600.0
+) -> float:
+    """Mean wall seconds per element of a fresh iterator of ``dataset``, after ``warmup``.
+
+    Raises:
+      ValueError: the dataset is empty, or ends before ``warmup + num_batches`` elements.
+      TimeoutError: ``max_seconds`` passed before the measurement was done.
+    """
+    if num_batches < 1:
+        raise ValueError(f"num_batches must be >= 1, got {num_batches}.")
+    iterator = iter(dataset)
+    deadline = time.perf_counter() + max_seconds
+    start = None
+    for index in range(warmup + num_batches):
+        if index == warmup:
+            start = time.perf_counter()
+        try:
+            element = next(iterator)
+        except StopIteration:
+            raise ValueError(
+                f"the dataset ended after {index} elements; timing needs {warmup + num_batches} "
+                f"({warmup} warm-up). {'It is empty. ' if index == 0 else ''}Use more data, "
+                "repeat() it, or lower num_steps."
+            ) from None
+        # Block on the values, so lazily produced elements are really computed.
+        tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, element)
+        if time.perf_counter() > deadline:
+            raise TimeoutError(
+                f"the dataset produced {index + 1} of {warmup + num_batches} elements in "
+                f"{max_seconds} s; raise max_seconds or lower num_steps to time a slower pipeline."
+            )
+    return (time.perf_counter() - start) / num_batches
+
+
+def cached_batch(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """One batch of ``dataset``, cached and repeated forever: a train input with no input cost."""
+    return dataset.take(1).cache().repeat()
+
+
+def recommended_factor(ratio: float) -> float:
+    """1 below R = 1.05 (the pipeline keeps up), else R capped at 8."""
+    return 1.0 if ratio < NO_ECHO_BELOW_RATIO else min(ratio, MAX_RECOMMENDED_FACTOR)
+
+
+def diagnose(
+    dataset: tf.data.Dataset,
+    model_or_step: keras.Model | Callable[[object], object],
+    *,
+    num_steps: int = 30,
+    warmup: int = 3,
+    max_seconds: float = 300.0,
+) -> dict[str, float]:
+    """Times ``dataset`` alone and a train step on a cached batch; returns R and a factor.
+
+    Args:
+      dataset: the batched pipeline that feeds training (elements as ``fit`` takes them).
+      model_or_step: a compiled ``keras.Model`` (timed on a clone; the model is unchanged), or
+        a callable ``step(batch)`` that trains on one batch (it is run ``warmup + num_steps``
+        times, so pass a copy if its state matters).
+      num_steps: batches and steps timed on each side, after ``warmup`` untimed ones.
+      max_seconds: per side; a pipeline slower than that raises TimeoutError saying so.
+
+    Returns:
+      ``{"upstream_seconds", "downstream_seconds", "ratio", "input_wait_fraction",
+      "echo_factor"}``: t_up, t_down, R = t_up / t_down, the expected share of step time spent
+      waiting for input with prefetching (``max(0, 1 - 1/R)``), and the echo factor to try.
+    """
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(f"diagnose(dataset={dataset!r}): expected a batched tf.data.Dataset.")
+    step = _step_function(model_or_step)
+    upstream = seconds_per_batch(
+        dataset, num_batches=num_steps, warmup=warmup, max_seconds=max_seconds
+    )
+    batch = next(iter(cached_batch(dataset)))
+    downstream = _seconds_per_step(step, batch, num_steps, warmup, max_seconds)
+    ratio = upstream / downstream
+    return {
+        "upstream_seconds": upstream,
+        "downstream_seconds": downstream,
+        "ratio": ratio,
+        "input_wait_fraction": max(0.0, 1.0 - 1.0 / ratio),
+        "echo_factor": recommended_factor(ratio),
+    }
+
+
+def format_diagnosis(report: dict[str, float]) -> str:
+    """The report as two lines a person reads."""
+    verdict = (
+        f"input-bound: try echoing.echo({report['echo_factor']:.1f}) or echoing.AutoEcho"
+        if report["echo_factor"] > 1
+        else "not input-bound: the pipeline keeps up, no echo needed"
+    )
+    return (
+        f"t_up {1e3 * report['upstream_seconds']:.2f} ms/batch, t_down "
+        f"{1e3 * report['downstream_seconds']:.2f} ms/step: R = {report['ratio']:.2f}, "
+        f"~{100 * report['input_wait_fraction']:.0f}% of step time waiting for input\n{verdict}"
+    )
+
+
+def _step_function(model_or_step) -> Callable[[object], object]:
+    if isinstance(model_or_step, keras.Model):
+        if getattr(model_or_step, "optimizer", None) is None:
+            raise ValueError(
+                "diagnose got a Keras model that is not compiled; compile it as you train it "
+                "(its optimizer and loss are what a train step runs)."
+            )
+        copy = keras.models.clone_model(model_or_step)
+        copy.set_weights(model_or_step.get_weights())
+        optimizer = model_or_step.optimizer.__class__.from_config(
+            model_or_step.optimizer.get_config()
+        )
+        copy.compile(optimizer=optimizer, loss=model_or_step.loss)
+
+        def train_on_batch(batch):
+            # fit's element forms: (x, y[, sample_weight]) tuples, or x alone.
+            return (
+                copy.train_on_batch(*batch)
+                if isinstance(batch, tuple)
+                else copy.train_on_batch(batch)
+            )
+
+        return train_on_batch
+    if callable(model_or_step):
+        return model_or_step
+    raise TypeError(
+        f"diagnose(model_or_step={model_or_step!r}): expected a compiled keras.Model or a "
+        "callable step(batch)."
+    )
+
+
+def _seconds_per_step(step, batch, num_steps, warmup, max_seconds) -> float:
+    def run_blocking():
+        result = step(batch)
+        # Block on the step's outputs, so asynchronously dispatched work is really done.
+        tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, result)
+
+    for _ in range(warmup):
+        run_blocking()
+    start = time.perf_counter()
+    for index in range(num_steps):
+        run_blocking()
+        if time.perf_counter() - start > max_seconds:
+            raise TimeoutError(
+                f"{index + 1} of {num_steps} train steps took over {max_seconds} s; raise "
+                "max_seconds or lower num_steps."
+            )
+    return (time.perf_counter() - start) / num_steps

@@ -1,0 +1,92 @@
+"""echoing.diagnose on a user's own pipeline and model: R, the factor, and clear errors."""
+
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import echoing
+
+UP, DOWN = 0.040, 0.010  # seconds slept: a pipeline about 4x slower than the step
+
+
+def _sleep(seconds):
+    def sleep(x):
+        time.sleep(seconds)
+        return x
+
+    return lambda x: tf.py_function(sleep, [x], tf.float32)
+
+
+def _slow_pipeline():
+    return tf.data.Dataset.from_tensors(tf.zeros([8, 4])).repeat().map(_sleep(UP))
+
+
+def _timed(function, times):
+    start = time.perf_counter()
+    for _ in range(times):
+        function()
+    return (time.perf_counter() - start) / times
+
+
+def test_r_of_a_known_slow_pipeline_is_within_25_percent_of_timing_the_parts_apart():
+    step = _sleep(DOWN)
+    report = echoing.diagnose(_slow_pipeline(), step, num_steps=15)
+    iterator = iter(_slow_pipeline())
+    upstream = _timed(lambda: next(iterator).numpy(), 15)
+    downstream = _timed(lambda: step(tf.zeros([8, 4])).numpy(), 15)
+    assert report["ratio"] == pytest.approx(upstream / downstream, rel=0.25)
+    assert report["ratio"] > 2  # clearly input-bound (4 by the sleeps, less their overheads)
+    assert report["echo_factor"] == pytest.approx(report["ratio"])
+    assert report["input_wait_fraction"] == pytest.approx(1 - 1 / report["ratio"])
+    assert "input-bound: try echoing.echo(" in echoing.format_diagnosis(report)
+
+
+def test_a_keras_model_is_timed_on_a_copy_and_left_unchanged():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    before = [w.copy() for w in model.get_weights()]
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(
+            (np.random.default_rng(0).normal(size=(64, 4)).astype("float32"), np.arange(64) % 3)
+        )
+        .batch(8)
+        .repeat()
+    )
+    report = echoing.diagnose(dataset, model, num_steps=5)
+    assert report["ratio"] > 0 and report["downstream_seconds"] > 0
+    for old, new in zip(before, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(old, new)
+    assert int(model.optimizer.iterations.numpy()) == 0
+    if report["echo_factor"] == 1.0:
+        assert "not input-bound" in echoing.format_diagnosis(report)
+
+
+@pytest.mark.parametrize(
+    ("dataset", "step", "error", "match"),
+    [
+        (tf.data.Dataset.range(0), lambda b: b, ValueError, r"ended after 0 elements.*It is empty"),
+        (
+            tf.data.Dataset.range(5),
+            lambda b: b,
+            ValueError,
+            r"ended after 5 elements; timing needs",
+        ),
+        ([1, 2], lambda b: b, TypeError, "expected a batched tf.data.Dataset"),
+        (tf.data.Dataset.range(50), 3, TypeError, "a compiled keras.Model or a callable"),
+    ],
+)
+def test_bad_inputs_are_clear_errors(dataset, step, error, match):
+    with pytest.raises(error, match=match):
+        echoing.diagnose(dataset, step, num_steps=10)
+
+
+def test_an_uncompiled_model_and_a_too_slow_pipeline_are_refused():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    with pytest.raises(ValueError, match="not compiled"):
+        echoing.diagnose(tf.data.Dataset.range(50), model)
+    with pytest.raises(TimeoutError, match=r"in 0.05 s; raise max_seconds"):
+        echoing.diagnose(_slow_pipeline(), _sleep(DOWN), num_steps=10, max_seconds=0.05)
