@@ -1,4 +1,4 @@
-"""``model.fit`` with per-example loss feedback from the batches actually trained on.
+"""What a ``model.fit`` user adds: per-example loss feedback, and AutoEcho driven by fit's steps.
 
 Example::
 
@@ -36,6 +36,7 @@ not report. The wrapped model is ``model.model``; save or export that one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import keras
@@ -121,3 +122,71 @@ def fit_inputs(batch: dict) -> tuple:
     if "sample_weight" in batch:
         return x, batch["label"], batch["sample_weight"]
     return x, batch["label"]
+
+
+class AutoEchoCallback(keras.callbacks.Callback):
+    """Drives an ``echoing.AutoEcho`` factor from ``model.fit``'s own batches.
+
+    Example::
+
+        auto = echoing.AutoEcho(max_factor=8)
+        callback = echoing.keras.AutoEchoCallback(auto)
+        train = (slow_batches.apply(auto.echo())     # batch echoing, the factor read live
+                 .prefetch(2).apply(callback.stamp))  # last: stamps each batch as fit takes it
+        model.fit(train, steps_per_epoch=100, epochs=3, callbacks=[callback])
+        print(float(auto.factor))
+
+    ``fit`` does not say how long a step waited for its batch, so ``stamp`` (applied as the
+    pipeline's last transformation, after ``prefetch``) records in a host variable the time each
+    batch reached the train step: its map runs in the thread that asked for the batch, once the
+    batch is ready. The time from the step's start (``on_train_batch_begin``) to then is the
+    wait plus ``fit``'s own dispatch overhead (about a millisecond on a busy CPU); the smallest
+    such time seen in the fit, when a batch was ready at once, estimates that overhead and is
+    subtracted. The step's time is from its start to its end. Each step is one
+    ``AutoEcho.observe``; the first (tracing) step of a fit is skipped. The factor is added to
+    the epoch logs (``History``, TensorBoard) as ``echo_factor``. Assumes ``steps_per_execution``
+    = 1 (with more, only the first batch of each execution is timed).
+    """
+
+    def __init__(self, auto_echo):
+        super().__init__()
+        self.auto_echo = auto_echo
+        with tf.device("/cpu:0"):
+            self._arrival = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+        self._begin = None
+        self._traced = False
+        self._overhead = float("inf")
+        self.observations = 0
+
+    def stamp(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """The pipeline's last transformation: records when each element is handed over."""
+        arrival = self._arrival
+
+        def record(*element):
+            with tf.control_dependencies([arrival.assign(tf.timestamp())]):
+                element = tf.nest.map_structure(tf.identity, element)
+            return element if len(element) > 1 else element[0]
+
+        return dataset.map(record, name="auto_echo_stamp")
+
+    def on_train_begin(self, logs=None):
+        self._traced, self._overhead = False, float("inf")
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._begin = time.time()
+
+    def on_train_batch_end(self, batch, logs=None):
+        end = time.time()
+        if self._begin is None or not self._traced:
+            self._traced = True  # the first step of a fit traces and compiles: not timed
+            return
+        seconds = max(end - self._begin, 1e-6)
+        to_arrival = max(float(self._arrival.numpy()) - self._begin, 0.0)
+        self._overhead = min(self._overhead, to_arrival)
+        wait = min(to_arrival - self._overhead, seconds)
+        self.auto_echo.observe(seconds=seconds, input_wait_seconds=wait, steps=1)
+        self.observations += 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["echo_factor"] = float(self.auto_echo.factor.numpy())

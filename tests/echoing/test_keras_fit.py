@@ -3,6 +3,7 @@
 import pathlib
 import subprocess
 import sys
+import time
 
 import keras
 import numpy as np
@@ -94,6 +95,42 @@ def test_inputs_without_ids_are_refused_with_the_fix():
         model.fit(np.zeros((4, 8), np.float32), np.zeros(4), verbose=0)
     with pytest.raises(KeyError, match=r"\['id'\] missing"):
         echoing.keras.fit_inputs({"inputs": 1, "label": 2})
+
+
+def _fit_with_auto_echo(delay, initial_factor):
+    """Fits a ~40 ms step on batches whose upstream takes ``delay`` s each; returns History."""
+    auto = echoing.AutoEcho(
+        max_factor=8, initial_factor=initial_factor, decay=0.01, window_seconds=0.5
+    )
+    callback = echoing.keras.AutoEchoCallback(auto)
+
+    def slow(x):
+        time.sleep(delay)
+        return x
+
+    x = np.random.default_rng(0).normal(size=(1024, 8)).astype("float32")
+    batches = tf.data.Dataset.from_tensor_slices((x, np.arange(1024) % 2)).batch(256).repeat()
+    batches = batches.map(
+        lambda x, y: (tf.ensure_shape(tf.py_function(slow, [x], tf.float32), x.shape), y)
+    )
+    train = batches.apply(auto.echo()).prefetch(2).apply(callback.stamp)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((8,))]
+        + [keras.layers.Dense(1024, activation="relu") for _ in range(2)]
+        + [keras.layers.Dense(2)]
+    )
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(train, steps_per_epoch=30, epochs=2, callbacks=[callback], verbose=0)
+    assert callback.observations == 59  # every step but the first (tracing) one
+    return history.history["echo_factor"]
+
+
+def test_auto_echo_under_fit_rises_on_a_throttled_pipeline_and_falls_to_one_on_a_fast_one():
+    # 100 ms upstream per batch against a ~40 ms step: input-bound, the factor goes up.
+    assert _fit_with_auto_echo(delay=0.1, initial_factor=1.0)[-1] >= 2.0
+    # No upstream cost: no wait beyond fit's own overhead, so a factor of 4 decays to ~1.
+    assert _fit_with_auto_echo(delay=0.0, initial_factor=4.0)[-1] < 1.5
 
 
 def _mirrored_check():
