@@ -1,0 +1,311 @@
+"""Keras ``model.fit`` on a throttled pipeline: no echo vs AutoEcho vs a fixed factor; diagnose's R.
+
+Run::
+
+    python benchmarks/keras_fit.py           # ~4 min: 3 seeds x 3 methods
+    python benchmarks/keras_fit.py --quick   # seconds; what tests/benchmarks runs
+
+Writes ``benchmarks/results/keras_fit.json`` and ``keras_fit.png``, prints a markdown table.
+
+Workload: scikit-learn's digits (8x8 images, 1437 train / 360 test) and a small CNN trained with
+plain ``model.fit`` (SGD with momentum, batch 32), fed by a pipeline whose every fresh batch
+sleeps ``--delay`` seconds (a slow disk or network standing in). Methods, same model and seeds:
+
+* ``baseline``: no echo;
+* ``auto``: ``echoing.AutoEcho`` (batch echoing after ``batch()``) driven by
+  ``echoing.keras.AutoEchoCallback``;
+* ``fixed``: ``echoing.echo(e)`` after ``batch()`` with e = the factor ``echoing.diagnose``
+  recommends for this pipeline and model.
+
+Every run trains the same number of optimizer steps; test accuracy is measured after every
+epoch of ``--steps-per-epoch`` steps, outside the timed training. Target: 99% of the worst
+baseline seed's final accuracy. Headline (``keras_fit.json``): ``autoecho_fit_speedup`` = the
+baseline's mean train seconds to the target / ``auto``'s (null unless every seed of both reached
+it); ``fixed_echo_fit_speedup`` likewise; ``diagnose_R_error`` = |R from ``echoing.diagnose`` -
+R from timing the pipeline and a cached-batch step apart| / the latter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import echoing  # noqa: E402 (after the path set-up, as a script)
+
+RESULTS = ROOT / "benchmarks" / "results"
+METHODS = ("baseline", "auto", "fixed")
+
+
+def load_digits() -> dict:
+    from sklearn.datasets import load_digits as sklearn_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = sklearn_digits()
+    x = (digits.images / 16.0).astype(np.float32)[..., None]
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, digits.target, test_size=0.2, random_state=0, stratify=digits.target
+    )
+    return {"x": x_train, "y": y_train, "x_test": x_test, "y_test": y_test}
+
+
+def throttled_batches(data: dict, seed: int, batch_size: int, delay: float) -> tf.data.Dataset:
+    """Shuffled, repeated batches; each fresh one sleeps ``delay`` s (a slow upstream)."""
+
+    def slow(x):
+        time.sleep(delay)
+        return x
+
+    def throttle(x, y):
+        return tf.ensure_shape(tf.py_function(slow, [x], tf.float32), x.shape), y
+
+    n = len(data["y"])
+    return (
+        tf.data.Dataset.from_tensor_slices((data["x"], data["y"]))
+        .shuffle(n, seed=seed, reshuffle_each_iteration=True)
+        .repeat()
+        .batch(batch_size, drop_remainder=True)
+        .map(throttle)
+    )
+
+
+def build_model(seed: int, learning_rate: float) -> keras.Model:
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+            keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        keras.optimizers.SGD(learning_rate, momentum=0.9),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    return model
+
+
+class Curve(keras.callbacks.Callback):
+    """Test accuracy after every epoch, against train seconds (evaluation not timed)."""
+
+    def __init__(self, data: dict):
+        super().__init__()
+        self.data, self.points, self.seconds = data, [], 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds += time.perf_counter() - self._start
+        logits = self.model.predict(self.data["x_test"], batch_size=360, verbose=0)
+        accuracy = float(np.mean(np.argmax(logits, 1) == self.data["y_test"]))
+        factor = (logs or {}).get("echo_factor")
+        self.points.append(
+            {
+                "epoch": epoch + 1,
+                "seconds": self.seconds,
+                "test_accuracy": accuracy,
+                "echo_factor": factor,
+            }
+        )
+
+
+def train(data: dict, method: str, seed: int, args, factor: float) -> dict:
+    batches = throttled_batches(data, seed, args.batch_size, args.delay)
+    callbacks = [Curve(data)]
+    if method == "auto":
+        auto = echoing.AutoEcho(max_factor=args.max_echo)
+        stamp = echoing.keras.AutoEchoCallback(auto)
+        train_set = batches.apply(auto.echo()).prefetch(2).apply(stamp.stamp)
+        callbacks.insert(0, stamp)  # before Curve, so the epoch logs carry the factor
+    elif method == "fixed":
+        train_set = batches.apply(echoing.echo(factor)).prefetch(2)
+    else:
+        train_set = batches.prefetch(2)
+    model = build_model(seed, args.learning_rate)
+    model.fit(
+        train_set,
+        steps_per_epoch=args.steps_per_epoch,
+        epochs=args.epochs,
+        callbacks=callbacks,
+        verbose=0,
+    )
+    return {"method": method, "seed": seed, "curve": callbacks[-1].points}
+
+
+def measure_r(data: dict, args) -> dict:
+    """R from ``echoing.diagnose``, and from timing the two sides apart by hand."""
+    model = build_model(0, args.learning_rate)
+    batches = throttled_batches(data, 0, args.batch_size, args.delay)
+    report = echoing.diagnose(batches, model, num_steps=args.timing_steps)
+    iterator = iter(batches)
+    next(iterator)
+    start = time.perf_counter()
+    for _ in range(args.timing_steps):
+        next(iterator)
+    upstream = (time.perf_counter() - start) / args.timing_steps
+    x, y = next(iterator)
+    model.train_on_batch(x, y)  # traces
+    start = time.perf_counter()
+    for _ in range(args.timing_steps):
+        model.train_on_batch(x, y)
+    downstream = (time.perf_counter() - start) / args.timing_steps
+    reference = upstream / downstream
+    return {
+        "diagnose": report,
+        "apart": {
+            "upstream_seconds": upstream,
+            "downstream_seconds": downstream,
+            "ratio": reference,
+        },
+        "relative_error": abs(report["ratio"] - reference) / reference,
+    }
+
+
+def summarize(runs: list[dict]) -> dict:
+    baseline = [r for r in runs if r["method"] == "baseline"]
+    target = 0.99 * min(r["curve"][-1]["test_accuracy"] for r in baseline)
+    summary = {"target_accuracy": target, "methods": {}}
+    for method in METHODS:
+        chosen = [r for r in runs if r["method"] == method]
+        hits = [
+            next((p["seconds"] for p in r["curve"] if p["test_accuracy"] >= target), None)
+            for r in chosen
+        ]
+        reached = [h for h in hits if h is not None]
+        complete = bool(chosen) and len(reached) == len(chosen)
+        summary["methods"][method] = {
+            "seeds": len(chosen),
+            "seeds_reaching_target": len(reached),
+            "seconds_to_target": float(np.mean(reached)) if complete else None,
+            "seconds_to_target_std": float(np.std(reached)) if complete else None,
+            "final_accuracy": float(np.mean([r["curve"][-1]["test_accuracy"] for r in chosen])),
+            "train_seconds": float(np.mean([r["curve"][-1]["seconds"] for r in chosen])),
+            "final_echo_factor": (
+                float(np.mean([r["curve"][-1]["echo_factor"] for r in chosen]))
+                if method == "auto"
+                else None
+            ),
+        }
+    return summary
+
+
+def headline(summary: dict, r_measurement: dict) -> dict:
+    methods = summary["methods"]
+
+    def speedup(method):
+        slow, fast = methods["baseline"]["seconds_to_target"], methods[method]["seconds_to_target"]
+        return slow / fast if slow and fast else None
+
+    return {
+        "autoecho_fit_speedup": speedup("auto"),
+        "fixed_echo_fit_speedup": speedup("fixed"),
+        "diagnose_R_error": float(r_measurement["relative_error"]),
+    }
+
+
+def markdown(summary: dict, factor: float) -> str:
+    lines = [
+        f"target {100 * summary['target_accuracy']:.1f}%; fixed factor {factor:.2f} (diagnose)",
+        "",
+        "| method | final acc | train s | s to target | reached | final factor |",
+        "|---|---|---|---|---|---|",
+    ]
+    for method, e in summary["methods"].items():
+        to_target, spread = e["seconds_to_target"], e["seconds_to_target_std"]
+        final_factor = e["final_echo_factor"]
+        reached = "–" if to_target is None else f"{to_target:.1f} ± {spread:.1f}"
+        lines.append(
+            f"| {method} | {100 * e['final_accuracy']:.1f}% | {e['train_seconds']:.1f} | "
+            f"{reached} | {e['seeds_reaching_target']}/{e['seeds']} | "
+            f"{'–' if final_factor is None else f'{final_factor:.2f}'} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict], summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    colors = {"baseline": "tab:blue", "auto": "tab:red", "fixed": "tab:green"}
+    for run in runs:
+        label = run["method"] if run["seed"] == 0 else None
+        x = [p["seconds"] for p in run["curve"]]
+        y = [100 * p["test_accuracy"] for p in run["curve"]]
+        axis.plot(x, y, color=colors[run["method"]], label=label, alpha=0.8)
+    axis.axhline(100 * summary["target_accuracy"], color="gray", linestyle=":")
+    axis.set(
+        xlabel="train seconds",
+        ylabel="test accuracy (%)",
+        title="model.fit on a throttled pipeline: AutoEcho vs no echo",
+    )
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--steps-per-epoch", type=int, default=50)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--delay", type=float, default=0.02, help="seconds per fresh batch")
+    parser.add_argument("--learning-rate", type=float, default=0.02)
+    parser.add_argument("--max-echo", type=float, default=8.0)
+    parser.add_argument("--timing-steps", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="a smoke run of seconds")
+    parser.add_argument("--output", type=Path, default=RESULTS / "keras_fit.json")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.epochs, args.steps_per_epoch, args.timing_steps = 1, 2, 10, 5
+    data = load_digits()
+    r_measurement = measure_r(data, args)
+    factor = r_measurement["diagnose"]["echo_factor"]
+    print(echoing.format_diagnosis(r_measurement["diagnose"]), flush=True)
+    runs = []
+    for seed in range(args.seeds):
+        for method in METHODS:
+            run = train(data, method, seed, args, factor)
+            last = run["curve"][-1]
+            print(
+                f"seed {seed} {method:8s} {last['seconds']:6.1f} s "
+                f"acc {100 * last['test_accuracy']:.1f}%",
+                flush=True,
+            )
+            runs.append(run)
+    summary = summarize(runs)
+    result = {
+        "headline": headline(summary, r_measurement),
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "diagnosis": r_measurement,
+        "summary": summary,
+        "runs": runs,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=1))
+    plot(runs, summary, args.output.with_suffix(".png"))
+    print(markdown(summary, factor))
+    print(json.dumps(result["headline"], indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()
