@@ -16,9 +16,14 @@ def test_quick_run_compares_auto_echo_and_a_fixed_factor_with_plain_fit(quick_re
     result = json.loads(quick_results.read_text())
     assert quick_results.with_suffix(".png").stat().st_size > 0
     headline = result["headline"]
-    assert set(headline) == {"autoecho_fit_speedup", "fixed_echo_fit_speedup", "diagnose_R_error"}
+    assert set(headline) == {
+        "autoecho_fit_speedup",
+        "autoecho_capped_fit_speedup",
+        "fixed_echo_fit_speedup",
+        "diagnose_R_error",
+    }
     assert all(v is None or isinstance(v, float) for v in headline.values())
-    assert {run["method"] for run in result["runs"]} == {"baseline", "auto", "fixed"}
+    assert {run["method"] for run in result["runs"]} == {"baseline", "auto", "auto_capped", "fixed"}
     epochs = result["config"]["epochs"]
     assert all(len(run["curve"]) == epochs for run in result["runs"])
     # AutoEcho's factor is in fit's logs; the others have none.
@@ -26,6 +31,9 @@ def test_quick_run_compares_auto_echo_and_a_fixed_factor_with_plain_fit(quick_re
         factors = [p["echo_factor"] for p in run["curve"]]
         if run["method"] == "auto":
             assert all(1.0 <= f <= result["config"]["max_echo"] for f in factors)
+        elif run["method"] == "auto_capped":
+            cap = max(1.0, result["diagnosis"]["diagnose"]["echo_factor"])
+            assert all(1.0 <= f <= cap + 1e-6 for f in factors)
         else:
             assert factors == [None] * epochs
     diagnosis = result["diagnosis"]
