@@ -81,9 +81,9 @@ def run(
     Returns:
       ``{"step", "eval_accuracy", "eval_loss", "trained_examples", "fresh_examples_trained",
       "echo_ratio", "fresh_examples", "emitted_examples", "train_seconds", "target_accuracy",
-      "steps_to_target", "seconds_to_target",
-      "fresh_examples_to_target", "upstream_seconds_per_step", "downstream_seconds_per_step",
-      "upstream_downstream_ratio"}`` (target/timing entries are None when not measured).
+      "steps_to_target", "seconds_to_target", "fresh_examples_to_target",
+      "upstream_seconds_per_step", "downstream_seconds_per_step", "upstream_downstream_ratio"}``
+      (see ``trainers.summary``; target/timing entries are None when not measured).
 
     Raises:
       ValueError / TypeError: a bad config, or a workdir holding an incompatible checkpoint.
@@ -111,15 +111,7 @@ def run(
         for technique in techniques:
             # Stops the techniques' threads at the end, also when training raises.
             cleanup.enter_context(technique)
-        outer = controller.Controller(
-            controller.Schedule.from_run_config(config),
-            trainer=trainer,
-            techniques=techniques,
-            counts=counts,
-            clock=clock,
-            manager=manager,
-            writer=writer,
-        )
+        outer = _outer_loop(config, trainer, counts, clock, manager, writer)
         step, evaluation = _train_or_save(outer, trainer, manager)
     # A finished run restarted: evaluate the restored model for the summary.
     evaluation = evaluation or trainer.evaluate()
@@ -127,10 +119,27 @@ def run(
     if config.timing_steps:
         timings = diagnosis.measure_ratio(config, strategy, inputs.technique_stages([user_stages]))
     summary = make_summary(config, step, evaluation, counts, clock, timings, outer.fresh_trained())
+    _report(summary, workdir)
+    return summary
+
+
+def _outer_loop(config, trainer, counts, clock, manager, writer) -> controller.Controller:
+    return controller.Controller(
+        controller.Schedule.from_run_config(config),
+        trainer=trainer,
+        techniques=trainer.techniques,
+        counts=counts,
+        clock=clock,
+        manager=manager,
+        writer=writer,
+    )
+
+
+def _report(summary: dict[str, object], workdir: str) -> None:
+    """Writes ``workdir/summary.json`` and prints the human-readable summary."""
     with tf.io.gfile.GFile(os.path.join(workdir, "summary.json"), "w") as file:
         file.write(json.dumps(summary, indent=2) + "\n")
     print(format_summary(summary))
-    return summary
 
 
 class RunInterrupted(KeyboardInterrupt):
