@@ -13,10 +13,14 @@ Example::
 
 The restore is strict: every object the run has built must match the checkpoint, so a workdir
 written by another model or pipeline fails with a ``ValueError`` that says so, instead of
-silently training from a half-restored state.
+silently training from a half-restored state. A newest checkpoint that cannot be read (a
+truncated data file, a garbled index: a kill or a full disk during a save) is named as such on
+stderr and the next older one is restored instead.
 """
 
 from __future__ import annotations
+
+import sys
 
 import tensorflow as tf
 
@@ -45,21 +49,35 @@ def restore_latest(manager: tf.train.CheckpointManager) -> str | None:
 
     Raises:
       ValueError: the checkpoint does not fit the objects being restored (another model, another
-        optimizer, another pipeline); the message names the directory and how to proceed.
+        optimizer, another pipeline), or none of the checkpoints kept can be read; the message
+        names them and how to proceed.
     """
-    path = manager.latest_checkpoint
-    if path is None:
+    paths = list(reversed(manager.checkpoints)) or [manager.latest_checkpoint]
+    if paths == [None]:
         return None
-    try:
-        status = manager.checkpoint.restore(path)
-        status.assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as error:
-        raise ValueError(
-            f"the checkpoint {path} does not match this run's model/optimizer/input pipeline "
-            f"(it was written by a different config): {_first_line(error)}. Use a fresh "
-            "--workdir, or the config that wrote this checkpoint."
-        ) from error
-    return path
+    unreadable = []
+    for path in paths:
+        try:
+            manager.checkpoint.restore(path).assert_existing_objects_matched()
+        except (IndexError, tf.errors.OpError) as error:
+            # Unreadable bytes (also a dtype clash with another config): try the next older.
+            unreadable.append(f"{path}: {_first_line(error)}")
+            continue
+        except (AssertionError, ValueError) as error:
+            raise ValueError(
+                f"the checkpoint {path} does not match this run's model/optimizer/input pipeline "
+                f"(it was written by a different config): {_first_line(error)}. Use a fresh "
+                "--workdir, or the config that wrote this checkpoint."
+            ) from error
+        for skipped in unreadable:
+            print(
+                f"Checkpoint unreadable (corrupt or truncated), skipped: {skipped}", file=sys.stderr
+            )
+        return path
+    raise ValueError(
+        "no checkpoint in the workdir can be read: " + "; ".join(unreadable) + ". They are "
+        "corrupt or truncated, or were written by a different config: use a fresh --workdir."
+    )
 
 
 def _first_line(error: BaseException) -> str:

@@ -1,5 +1,8 @@
 """Tests for trainers.checkpointing: round trip, fresh directory, incompatible checkpoints."""
 
+import glob
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -44,6 +47,39 @@ def test_incompatible_checkpoint_raises_a_clear_error(tmp_path):
     checkpointing.make_manager(str(tmp_path), max_to_keep=1, **_objects("mnist1d_mlp")).save()
     manager = checkpointing.make_manager(str(tmp_path), max_to_keep=1, **_objects("mnist1d_cnn"))
     with pytest.raises(ValueError, match=r"does not match .*fresh --workdir"):
+        checkpointing.restore_latest(manager)
+
+
+def _damage(path: str, how: str) -> None:
+    if how == "truncated data":
+        (data,) = glob.glob(f"{path}.data-*")
+        with open(data, "r+b") as file:
+            file.truncate(os.path.getsize(data) // 2)
+    else:  # a garbled index
+        with open(f"{path}.index", "wb") as file:
+            file.write(b"garbage" * 10)
+
+
+@pytest.mark.parametrize("how", ["truncated data", "garbled index"])
+def test_an_unreadable_newest_checkpoint_is_named_and_the_previous_one_restored(
+    tmp_path, capsys, how
+):
+    saved = _objects("mnist1d_mlp")
+    manager = checkpointing.make_manager(str(tmp_path), max_to_keep=3, **saved)
+    for step in (10, 20):
+        saved["step"].assign(step)
+        manager.save(checkpoint_number=step)
+    _damage(manager.latest_checkpoint, how)
+    restored = _objects("mnist1d_mlp")
+    manager = checkpointing.make_manager(str(tmp_path), max_to_keep=3, **restored)
+    assert checkpointing.restore_latest(manager).endswith("ckpt-10")
+    assert int(restored["step"].numpy()) == 10
+    assert f"Checkpoint unreadable (corrupt or truncated), skipped: {tmp_path}/ckpt-20" in (
+        capsys.readouterr().err
+    )
+    # With the older one damaged too, nothing can be read: a clear error, not a traceback.
+    _damage(str(tmp_path / "ckpt-10"), how)
+    with pytest.raises(ValueError, match=r"no checkpoint in the workdir can be read: .*ckpt-20"):
         checkpointing.restore_latest(manager)
 
 
