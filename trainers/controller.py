@@ -147,13 +147,15 @@ class Controller:
         # last evaluation: the fresh meter counts what entered the pipeline, which runs ahead by
         # its buffers, so it is not what training consumed.
         self._consumed = self._consumed_at_eval = 0.0
+        # Decided once per inner loop (before its scalars are read, so the logged counts agree).
+        self._finished = False
 
     def fresh_trained(self) -> int:
         """Fresh examples behind the batches trained on so far (batch / echo factor per step)."""
         return round(self._consumed)
 
     def stopped(self) -> bool:
-        return (self.schedule.stop_at_target and self.clock.reached()) or self._run_done()
+        return (self.schedule.stop_at_target and self.clock.reached()) or self._finished
 
     def _run_done(self) -> bool:
         """Whether a technique measuring the run in its own units (pruning: epochs) says the
@@ -167,6 +169,7 @@ class Controller:
         # A resumed run: the steps before it (at today's echo factor; exact for a static one).
         echo_factor = math.prod(t.echo_factor() for t in self.techniques)
         self._consumed = self._consumed_at_eval = step * self.schedule.batch_size / echo_factor
+        self._finished = self._run_done()
         evaluation = {}
         progress = tqdm.tqdm(
             total=self.schedule.num_steps,
@@ -196,13 +199,14 @@ class Controller:
         self._consumed += (boundary - step) * schedule.batch_size / echo_factor
         result = self.trainer.train(boundary - step)
         self.clock.seconds.assign_add(result.pop("loop_seconds"))
+        self._finished = self._run_done()
         scalars = {**result, **_echo_scalars(self.counts)}
         for technique in self.techniques:
             scalars.update(technique.scalars())
         step = _current_step(self.trainer)
         progress.update(boundary - progress.n)
         evaluation = {}
-        if self._evaluation_due(step) or self._run_done():
+        if self._evaluation_due(step) or self._finished:
             evaluation = self._evaluate(step)
             scalars.update(evaluation)
             if "eval_accuracy" in evaluation:
