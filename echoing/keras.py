@@ -139,10 +139,12 @@ class AutoEchoCallback(keras.callbacks.Callback):
     ``fit`` does not say how long a step waited for its batch, so ``stamp`` (applied as the
     pipeline's last transformation, after ``prefetch``) records in a host variable the time each
     batch reached the train step: its map runs in the thread that asked for the batch, once the
-    batch is ready. The time from the step's start (``on_train_batch_begin``) to then is the
-    wait plus ``fit``'s own dispatch overhead (about a millisecond on a busy CPU); the smallest
-    such time seen in the fit, when a batch was ready at once, estimates that overhead and is
-    subtracted. The step's time is from its start to its end. Each step is one
+    batch is ready (``fit`` keeps a batch or two in flight behind it, so this is when a batch
+    became ready for a step). The wait of a step is the time from its start
+    (``on_train_batch_begin``) to the latest such stamp, 0 when the batch was there before the
+    step began. When batches are produced during steps but faster than them, this counts their
+    production time as wait: an over-estimate bounded by the batch's production time, small
+    when the pipeline keeps up. The step's time is from its start to its end. Each step is one
     ``AutoEcho.observe``; the first (tracing) step of a fit is skipped. The factor is added to
     the epoch logs (``History``, TensorBoard) as ``echo_factor``. Assumes ``steps_per_execution``
     = 1 (with more, only the first batch of each execution is timed).
@@ -155,7 +157,6 @@ class AutoEchoCallback(keras.callbacks.Callback):
             self._arrival = tf.Variable(0.0, dtype=tf.float64, trainable=False)
         self._begin = None
         self._traced = False
-        self._overhead = float("inf")
         self.observations = 0
 
     def stamp(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
@@ -170,7 +171,7 @@ class AutoEchoCallback(keras.callbacks.Callback):
         return dataset.map(record, name="auto_echo_stamp")
 
     def on_train_begin(self, logs=None):
-        self._traced, self._overhead = False, float("inf")
+        self._traced = False
 
     def on_train_batch_begin(self, batch, logs=None):
         self._begin = time.time()
@@ -181,9 +182,7 @@ class AutoEchoCallback(keras.callbacks.Callback):
             self._traced = True  # the first step of a fit traces and compiles: not timed
             return
         seconds = max(end - self._begin, 1e-6)
-        to_arrival = max(float(self._arrival.numpy()) - self._begin, 0.0)
-        self._overhead = min(self._overhead, to_arrival)
-        wait = min(to_arrival - self._overhead, seconds)
+        wait = min(max(float(self._arrival.numpy()) - self._begin, 0.0), seconds)
         self.auto_echo.observe(seconds=seconds, input_wait_seconds=wait, steps=1)
         self.observations += 1
 

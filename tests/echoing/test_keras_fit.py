@@ -99,8 +99,14 @@ def test_inputs_without_ids_are_refused_with_the_fix():
 
 def _fit_with_auto_echo(delay, initial_factor):
     """Fits a ~40 ms step on batches whose upstream takes ``delay`` s each; returns History."""
+    # A threshold of 0.1 (raise the factor from 20% waiting): the callback's wait counts the
+    # production time of batches that arrive during a step, a few percent on a fast pipeline.
     auto = echoing.AutoEcho(
-        max_factor=8, initial_factor=initial_factor, decay=0.01, window_seconds=0.5
+        max_factor=8,
+        initial_factor=initial_factor,
+        input_bound_threshold=0.1,
+        decay=0.01,
+        window_seconds=0.5,
     )
     callback = echoing.keras.AutoEchoCallback(auto)
 
