@@ -46,3 +46,15 @@ def test_reserved_names_are_rejected(tmp_path, name):
         pytest.raises(ValueError, match="reserved"),
     ):
         writer.write(1, {name: 1.0})
+
+
+def test_a_resumed_writer_drops_rows_past_its_start_step(tmp_path):
+    # A killed run logged steps 10-30 but checkpointed at 20: the resumed run starts at 20.
+    with metrics_writer.MetricsWriter(str(tmp_path)) as writer:
+        for step in (10, 20, 30):
+            writer.write(step, {"loss": float(step)})
+    with metrics_writer.MetricsWriter(str(tmp_path), start_step=20) as writer:
+        assert [r["step"] for r in metrics_writer.read_metrics(str(tmp_path))] == [10, 20]
+        writer.write(30, {"loss": 3.0})
+    records = metrics_writer.read_metrics(str(tmp_path))
+    assert [(r["step"], r["loss"]) for r in records] == [(10, 10.0), (20, 20.0), (30, 3.0)]
