@@ -277,20 +277,20 @@ def summarise(rows: list[dict]) -> list[dict]:
         entry["runs"], entry["reached"] = len(group), len(reached)
         for key in ("seconds_to_target", "fresh_examples_to_target", "steps_to_target"):
             values = [r[key] for r in reached]
-            entry[key] = _spread(values)
+            entry[key] = spread(values)
         finals = [r["final_accuracy"] for r in group if r["final_accuracy"] is not None]
-        entry["final_accuracy"] = _spread(finals)
+        entry["final_accuracy"] = spread(finals)
         ratios = [r["R"] for r in group if r["R"] is not None]
-        entry["R"] = _spread(ratios)
+        entry["R"] = spread(ratios)
         if variant == "auto":
-            entry["final_factor"] = _spread([r["factor"] for r in group if r["factor"] is not None])
+            entry["final_factor"] = spread([r["factor"] for r in group if r["factor"] is not None])
         if scenario in baseline and reached:
             entry["speedup"] = baseline[scenario] / entry["seconds_to_target"]["mean"]
         table.append(entry)
     return table
 
 
-def _spread(values: list[float]) -> dict | None:
+def spread(values: list[float]) -> dict | None:
     if not values:
         return None
     return {
@@ -505,10 +505,11 @@ def main() -> None:
         print(format_entry(entry))
 
 
-def _spread_text(spread: dict | None, digits: int = 1) -> str:
-    if not spread:
+def spread_text(values: dict | None, digits: int = 1) -> str:
+    """``spread``'s result as "mean [min, max]", or "not reached"."""
+    if not values:
         return "not reached"
-    return f"{spread['mean']:.{digits}f} [{spread['min']:.{digits}f}, {spread['max']:.{digits}f}]"
+    return f"{values['mean']:.{digits}f} [{values['min']:.{digits}f}, {values['max']:.{digits}f}]"
 
 
 def markdown(table: list[dict]) -> str:
@@ -530,16 +531,16 @@ def markdown(table: list[dict]) -> str:
         lines.append(
             f"| {entry['scenario']} | {entry['variant']} | {factor} | "
             f"{'yes' if entry['shuffle'] else 'no'} | {entry['reached']}/{entry['runs']} | "
-            f"{_spread_text(entry['seconds_to_target'])} | "
-            f"{_spread_text(entry['fresh_examples_to_target'], 0)} | {speedup} | "
-            f"{_spread_text(entry['final_accuracy'], 4) if entry['final_accuracy'] else ''} | "
-            f"{_spread_text(entry['R'], 2) if entry['R'] else ''} |"
+            f"{spread_text(entry['seconds_to_target'])} | "
+            f"{spread_text(entry['fresh_examples_to_target'], 0)} | {speedup} | "
+            f"{spread_text(entry['final_accuracy'], 4) if entry['final_accuracy'] else ''} | "
+            f"{spread_text(entry['R'], 2) if entry['R'] else ''} |"
         )
     return "\n".join(lines)
 
 
 def format_entry(entry: dict) -> str:
-    fmt = _spread_text
+    fmt = spread_text
     return (
         f"{entry['scenario']:8s} {entry['variant']:15s} e={entry['factor']!s:5s} "
         f"shuffle={entry['shuffle']!s:5s} reached {entry['reached']}/{entry['runs']} "

@@ -44,18 +44,7 @@ def get_config(arg: str | None = None):
     )
     config = experiment.default_config()
     config.model = args.get("model", "mnist1d_cnn")
-    echo = args.get("echo", "1")
-    if echo == "auto":
-        config.auto_echo_max_factor = args.get("max_echo", 8.0)
-    else:
-        if "max_echo" in args:
-            raise ValueError(f"config argument max_echo needs echo=auto, got echo={echo!r}.")
-        try:
-            config.data.echo = float(echo)
-        except ValueError as error:
-            raise ValueError(
-                f"config argument echo={echo!r} must be a float or 'auto', e.g. echo=2."
-            ) from error
+    config_args.set_echo(config, args)
     config.data.echo_insert = args.get("insert", "before_augment")
     config.data.echo_buffer_size = args.get("buffer", 0)
     config.assist = args.get("assist", False)

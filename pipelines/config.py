@@ -19,8 +19,8 @@ import re
 import ml_collections
 import tensorflow as tf
 
-SOURCES = ("mnist1d", "tfds", "tfrecord", "arrays")
-AUGMENTATIONS = ("mnist1d", "image", "none")
+SOURCES = ("mnist1d", "tfds", "tfrecord", "arrays", "image_folder", "text")
+AUGMENTATIONS = ("mnist1d", "image", "inception", "none")
 DEFAULT_DATA_DIR = os.path.join("~", ".cache", "echoing")
 
 
@@ -29,14 +29,27 @@ def default_data_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
     # Where examples come from: "mnist1d" (embedded, generated locally), "tfds" (a prepared TFDS
     # dataset `name` under `data_dir`), "tfrecord" (`train_files`/`eval_files`, local or gs://),
-    # "arrays" (in-memory `train_arrays`/`eval_arrays`).
+    # "arrays" (in-memory `train_arrays`/`eval_arrays`), "image_folder" (JPEG/PNG files in one
+    # folder per class under `image_dir`; "" = the embedded photo set, generated locally), "text"
+    # (lines of local text files `train_files`/`eval_files`, tokenized for a language model; ""
+    # = the embedded corpus of the standard library's docstrings).
     config.source = "mnist1d"
     config.name = ""
     config.data_dir = None  # None -> ~/.cache/echoing
     config.train_split = "train"
     config.eval_split = "test"
-    config.num_train = 40_000  # MNIST-1D only
-    config.num_eval = 10_000  # MNIST-1D only
+    # Generated or embedded sets only: MNIST-1D, the photo set, and the text corpus (its first
+    # num_train / num_eval paragraphs, or all it has).
+    config.num_train = 40_000
+    config.num_eval = 10_000
+    config.image_dir = ""  # source="image_folder": root/<class>/* or root/<split>/<class>/*
+    # image_dir without split folders: this fraction of the images (by a hash of each path) is
+    # held out for eval.
+    config.eval_fraction = 0.1
+    # source="text": tokens per example (longer lines become several examples) and the size of
+    # the WordPiece vocabulary learned from the train files.
+    config.text_max_length = 128
+    config.vocab_size = 4_000
     config.train_files = ""
     config.eval_files = ""
     # {"inputs": array [N, ...], "label": int array [N]} for source="arrays".
@@ -45,11 +58,15 @@ def default_data_config() -> ml_collections.ConfigDict:
     # None -> from the source's metadata (TFDS, MNIST-1D) or max(label) + 1 (arrays); required
     # for TFRecord files, which carry no metadata.
     config.num_classes = None
-    # Images of varying size (e.g. imagenet2012) are resized to image_size x image_size on decode.
+    # Images of varying size (e.g. imagenet2012, image folders) are cropped and resized to
+    # image_size x image_size on decode (required for source="image_folder").
     config.image_size = None
     config.batch_size = 128
     config.eval_batch_size = 1_000
     config.shuffle_buffer = 10_000
+    # "mnist1d"; "image" (crop-resize, flip, colour jitter on decoded pixels); "inception"
+    # (random-resized crop while decoding JPEG bytes, then flip; needs encoded images:
+    # image_folder, or png/jpeg TFRecords); "none".
     config.augment = "mnist1d"
     config.echo = 1.0  # 1.0 = no echo
     config.echo_insert = "before_augment"
@@ -57,7 +74,8 @@ def default_data_config() -> ml_collections.ConfigDict:
     config.num_parallel_calls = tf.data.AUTOTUNE  # 1 = sequential maps (nothing computed ahead)
     config.prefetch = tf.data.AUTOTUNE
     # TFRecord faults. skip_corrupt: skip and count corrupt/truncated records (with a warning
-    # naming the file) instead of failing; never silent (see Datasets.corrupt_records).
+    # naming the file) instead of failing; never silent (see Datasets.train_read_stats). For
+    # image folders: decode every file once at load and leave out (and count) the ones that fail.
     config.skip_corrupt = False
     # gs:// reads: gcsfs retries each HTTP request (5xx, 408, 429, connection errors) up to
     # gcs_request_attempts times with its own backoff (about 1, 2, 4, 8, 16 s); when it gives
@@ -119,10 +137,10 @@ def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.Con
             f"data config echo must be a number > 0 (1.0 = no echo), got {resolved.echo!r}; "
             "e.g. echo=2.0."
         )
-    if resolved.skip_corrupt and resolved.source != "tfrecord":
+    if resolved.skip_corrupt and resolved.source not in ("tfrecord", "image_folder"):
         raise ValueError(
-            f"data config skip_corrupt applies to source='tfrecord' only, got source="
-            f"{resolved.source!r}; set skip_corrupt=False."
+            f"data config skip_corrupt applies to source='tfrecord' or 'image_folder' only, got "
+            f"source={resolved.source!r}; set skip_corrupt=False."
         )
     _check_service(resolved)
     _check_source(resolved)
@@ -157,6 +175,10 @@ def locked_update(
 
 
 def _check_source(config: ml_collections.ConfigDict) -> None:
+    if config.source == "image_folder":
+        _check_image_folder(config)
+    if config.source == "text":
+        _check_text(config)
     if config.source == "tfds" and not config.name:
         raise ValueError("data config source='tfds' needs name, e.g. name='cifar10'; got name=''.")
     if config.source != "tfrecord":
@@ -172,6 +194,47 @@ def _check_source(config: ml_collections.ConfigDict) -> None:
             "data config source='tfrecord' needs num_classes (TFRecord files carry no "
             "metadata), got None; e.g. num_classes=10."
         )
+
+
+def _check_image_folder(config: ml_collections.ConfigDict) -> None:
+    if config.image_size is None:
+        raise ValueError(
+            "data config source='image_folder' needs image_size (images of every size are "
+            "cropped and resized to image_size x image_size), got None; e.g. image_size=224."
+        )
+    if not 0 <= config.eval_fraction < 1:
+        raise ValueError(
+            f"data config eval_fraction must be in [0, 1), got {config.eval_fraction!r}; e.g. 0.1."
+        )
+    if config.image_dir == "":
+        _check_minimum("num_train", config.num_train, 1)
+        _check_minimum("num_eval", config.num_eval, 1)
+    if config.echo != 1 and config.echo_insert in ("after_read", "before_decode"):
+        raise ValueError(
+            f"data config echo_insert={config.echo_insert!r} cannot echo an image folder: its read "
+            "stage yields file paths and the decode stage reads and decodes each file, so an "
+            "echo there would re-read and re-decode every repeat and save no work. Echo "
+            "after_decode (decoded crops, flipped differently), after_augment or after_batch."
+        )
+
+
+def _check_text(config: ml_collections.ConfigDict) -> None:
+    if config.augment != "none":
+        raise ValueError(
+            f"data config source='text' has no augmentation, got augment={config.augment!r}; "
+            "set augment='none'."
+        )
+    if bool(config.train_files) != bool(config.eval_files):
+        raise ValueError(
+            "data config source='text' needs both train_files and eval_files (globs of local "
+            "text files), or neither for the embedded corpus; got train_files="
+            f"{config.train_files!r}, eval_files={config.eval_files!r}."
+        )
+    if not config.train_files:
+        _check_minimum("num_train", config.num_train, 1)
+        _check_minimum("num_eval", config.num_eval, 1)
+    _check_minimum("text_max_length", config.text_max_length, 2)
+    _check_minimum("vocab_size", config.vocab_size, 30)
 
 
 def _check_service(config: ml_collections.ConfigDict) -> None:

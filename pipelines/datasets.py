@@ -48,7 +48,7 @@ from pipelines.config import resolve_data_config
 from pipelines.pipeline import Pipeline, Stage
 
 # Offsets so that the shuffle, augmentation and echo draws are independent streams of one seed.
-_SEED_OFFSETS = {"shuffle": 0, "augment": 1, "echo": 2}
+_SEED_OFFSETS = {"shuffle": 0, "augment": 1, "echo": 2, "decode": 3}
 
 
 def stage_seed(seed: int, stage: str) -> int:
@@ -90,6 +90,7 @@ class Datasets:
         (``.skipped``, ``.skipped_records``) and files reopened after network faults
         (``.reopened``); None when the split is read in the graph.
       eval_read_stats: the same for the eval split.
+      vocab_file: text sources: the tokenizer's vocabulary (one token per line); else None.
     """
 
     train: tf.data.Dataset
@@ -104,6 +105,7 @@ class Datasets:
     num_shard_eval_examples: int = 0
     train_read_stats: sources.ReadStats | None = None
     eval_read_stats: sources.ReadStats | None = None
+    vocab_file: str | None = None
 
 
 def make_datasets(
@@ -191,6 +193,7 @@ def make_datasets(
         num_shard_eval_examples=eval_split.num_examples,
         train_read_stats=train_split.read_stats,
         eval_read_stats=eval_split.read_stats,
+        vocab_file=getattr(source, "vocab_file", None),
     )
 
 
@@ -233,14 +236,14 @@ def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipe
     pipeline = Pipeline(
         [
             Stage("read", read),
-            Stage("decode", lambda ds: ds.map(split.decode, num_parallel_calls=parallel)),
+            Stage("decode", _decode_stage(config, split, seed, parallel)),
             Stage(
                 "augment",
                 augment.for_config(
                     config.augment, seed=stage_seed(seed, "augment"), num_parallel_calls=parallel
                 ),
             ),
-            Stage("batch", lambda ds: ds.batch(batch_size, drop_remainder=True)),
+            Stage("batch", lambda ds: _batch(ds, split, batch_size, drop_remainder=True)),
             Stage("prefetch", lambda ds: _prefetch(ds, config.prefetch)),
         ]
     )
@@ -287,6 +290,34 @@ def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipe
     return pipeline
 
 
+def _decode_stage(config, split, seed, parallel):
+    """The train split's decode; ``augment="inception"`` crops at random while decoding."""
+    if config.augment != "inception":
+        return lambda ds: ds.map(split.decode, num_parallel_calls=parallel)
+    if split is not None and split.crop_decode is None:
+        raise ValueError(
+            f"data config augment='inception' crops while decoding encoded images, and source="
+            f"{config.source!r} does not hold encoded images; use source='image_folder' (or "
+            "TFRecords of png/jpeg), or augment='image' to crop decoded pixels."
+        )
+
+    def crop_decode(ds):
+        draws = tf.data.Dataset.random(seed=stage_seed(seed, "decode")).batch(2)
+        return tf.data.Dataset.zip((ds, draws)).map(
+            split.crop_decode,
+            num_parallel_calls=parallel,
+            deterministic=None if parallel is None else True,
+        )
+
+    return crop_decode
+
+
+def _batch(dataset, split, batch_size: int, *, drop_remainder: bool) -> tf.data.Dataset:
+    if split is not None and split.batch is not None:
+        return split.batch(dataset, batch_size, drop_remainder)
+    return dataset.batch(batch_size, drop_remainder=drop_remainder)
+
+
 def _eval_pipeline(config, split, batch_size) -> Pipeline:
     return Pipeline(
         [
@@ -297,7 +328,7 @@ def _eval_pipeline(config, split, batch_size) -> Pipeline:
                     split.decode, num_parallel_calls=_parallelism(config.num_parallel_calls)
                 ),
             ),
-            Stage("batch", lambda ds: ds.batch(batch_size, drop_remainder=False)),
+            Stage("batch", lambda ds: _batch(ds, split, batch_size, drop_remainder=False)),
             Stage("prefetch", lambda ds: _prefetch(ds, config.prefetch)),
         ]
     )

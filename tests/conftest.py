@@ -22,6 +22,14 @@ def _load_script(path: Path, name: str):
 
 
 @pytest.fixture(scope="session")
+def data_dir(tmp_path_factory):
+    """One data_dir for the session's trainer, config and benchmark runs, so the smoke-sized
+    data sets (MNIST-1D, the photo set, the text corpus and its vocabulary) are generated once,
+    not in ~/.cache."""
+    return str(tmp_path_factory.mktemp("echoing_data"))
+
+
+@pytest.fixture(scope="session")
 def load_benchmark():
     """``load_benchmark("pgd")`` -> ``benchmarks/pgd.py`` as a module."""
     return lambda name: _load_script(ROOT / "benchmarks" / f"{name}.py", f"{name}_benchmark")

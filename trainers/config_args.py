@@ -61,3 +61,28 @@ def _convert(key: str, text: str, kind: type) -> object:
         raise ValueError(
             f"config argument {key}={text!r} must be a {kind.__name__}, e.g. {key}=2."
         ) from error
+
+
+def set_echo(config, args: dict[str, object]) -> None:
+    """Sets ``config``'s echo from ``echo`` (a factor, or "auto" with ``max_echo``) in ``args``.
+
+    Example::
+
+        set_echo(config, parse("echo=auto,max_echo=4", {"echo": str, "max_echo": float}))
+        # config.auto_echo_max_factor == 4.0; config.data.echo stays 1
+
+    Raises:
+      ValueError: ``echo`` is neither a number nor "auto", or ``max_echo`` comes without auto.
+    """
+    echo = str(args.get("echo", "1"))
+    if echo == "auto":
+        config.auto_echo_max_factor = args.get("max_echo", 8.0)
+        return
+    if "max_echo" in args:
+        raise ValueError(f"config argument max_echo needs echo=auto, got echo={echo!r}.")
+    try:
+        config.data.echo = float(echo)
+    except ValueError as error:
+        raise ValueError(
+            f"config argument echo={echo!r} must be a float or 'auto', e.g. echo=2."
+        ) from error

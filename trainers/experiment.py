@@ -79,7 +79,8 @@ def run(
     same point they run after echo and before the other techniques' stages.
 
     Returns:
-      ``{"step", "eval_accuracy", "eval_loss", "trained_examples", "fresh_examples_trained",
+      ``{"step", "eval_accuracy", "eval_loss", "eval_perplexity" (text only, else None),
+      "trained_examples", "fresh_examples_trained",
       "echo_ratio", "fresh_examples", "emitted_examples", "train_seconds", "target_accuracy",
       "steps_to_target", "seconds_to_target", "fresh_examples_to_target",
       "upstream_seconds_per_step", "downstream_seconds_per_step", "upstream_downstream_ratio"}``
@@ -97,7 +98,7 @@ def run(
     tf.io.gfile.makedirs(workdir)
     user_stages = technique_modules.Stages(insertions)
     counts = echo_meters.EchoMeters()
-    trainer = _build_trainer(config, strategy, counts, user_stages)
+    trainer = _build_trainer(config, strategy, counts, user_stages, workdir)
     techniques = trainer.techniques
     print(_headline(config, techniques, workdir), file=sys.stderr)
     clock = controller.RunClock()
@@ -168,13 +169,16 @@ def _train_or_save(outer, trainer, manager):
         raise RunInterrupted(step, latest) from interrupt
 
 
-def _build_trainer(config, strategy, counts, user_stages) -> loop.Trainer:
-    """The run's techniques, model, optimizer and ``Trainer``, in the order seeds expect."""
+def _build_trainer(config, strategy, counts, user_stages, workdir) -> loop.Trainer:
+    """The run's techniques, model, optimizer and ``Trainer``, in the order seeds expect; a
+    text run's vocabulary is copied to ``workdir/vocab.txt``, beside the model it trains."""
     # Shapes and classes for the model, and the data prepared (generated on first use) before
     # seeding: generation draws from the global generators, and a run must initialise its
     # Assistant and model as a run that finds the data cached does. The pipelines that train
     # are built per input pipeline (host/worker) by the dataset functions.
     datasets = inputs.make_datasets(config)
+    if datasets.vocab_file:
+        tf.io.gfile.copy(datasets.vocab_file, os.path.join(workdir, "vocab.txt"), overwrite=True)
     keras.utils.set_random_seed(config.seed)
     # Host state (meters, technique tables and filters) lives outside the strategy scope.
     techniques = technique_modules.from_config(

@@ -38,7 +38,10 @@ runs under the default strategy, ``MirroredStrategy`` and other synchronous stra
 Batches are dicts with ``"inputs"`` (float), ``"label"`` (int64), ``"id"`` (int64) and optionally
 ``"sample_weight"`` (float, multiplies each example's loss, e.g. 1/keep-probability of a filter).
 Eval batches may carry ``"mask"`` (float, 1 for real rows, 0 for padding that fills the last
-batch to the static batch size XLA/TPUs need): masked rows count nowhere.
+batch to the static batch size XLA/TPUs need): masked rows count nowhere. Sequence batches
+(language models) have ``"label"`` [batch, length] and ``"label_mask"`` [batch, length] (1 for
+real tokens, 0 for padding): an example's loss is the mean over its real tokens, and eval
+accuracy and loss are per real token.
 """
 
 from __future__ import annotations
@@ -223,21 +226,29 @@ class Trainer(tf.Module):
         return per_example, batch["id"], loss
 
     def _inference_losses(self, batch):
-        return self._loss(batch["label"], self.model(batch["inputs"], training=False))
+        return self._example_losses(batch, self.model(batch["inputs"], training=False))
+
+    def _example_losses(self, batch, logits):
+        """[batch] losses; a sequence's is the mean over its ``label_mask``-ed (real) tokens."""
+        losses = self._loss(batch["label"], logits)
+        if "label_mask" not in batch:
+            return losses
+        mask = tf.cast(batch["label_mask"], losses.dtype)
+        return tf.reduce_sum(losses * mask, axis=-1) / tf.maximum(tf.reduce_sum(mask, axis=-1), 1.0)
 
     def _forward_backward_body(self, batch):
         """Per-example losses, this replica's loss share, its gradients and a technique's aux."""
         sample_weight = batch.get("sample_weight")
         if self._gradient_technique is not None:
             per_example, gradients, aux = self._gradient_technique.gradients(
-                lambda: self._loss(batch["label"], self.model(batch["inputs"], training=True)),
+                lambda: self._example_losses(batch, self.model(batch["inputs"], training=True)),
                 sample_weight,
             )
             loss = tf.nn.compute_average_loss(_weighted(per_example, sample_weight))
             return per_example, loss, gradients, aux
         with tf.GradientTape() as tape:
             logits = self.model(batch["inputs"], training=True)
-            per_example = self._loss(batch["label"], logits)
+            per_example = self._example_losses(batch, logits)
             # Divides by the global batch size, so summing replicas' gradients gives the mean.
             loss = tf.nn.compute_average_loss(_weighted(per_example, sample_weight))
             if self.model.losses:
@@ -324,7 +335,9 @@ class Trainer(tf.Module):
         if "mask" in batch:
             mask = tf.cast(batch["mask"], tf.float32)
         else:
-            mask = tf.ones(tf.shape(labels), tf.float32)
+            mask = tf.ones(tf.shape(labels)[:1], tf.float32)
+        if "label_mask" in batch:  # sequences: accuracy and loss per real token
+            mask = tf.cast(batch["label_mask"], tf.float32) * mask[:, tf.newaxis]
         hits = tf.cast(tf.equal(tf.argmax(logits, axis=-1), labels), tf.float32)
         correct = tf.reduce_sum(hits * mask)
         loss_sum = tf.reduce_sum(tf.cast(self._loss(labels, logits), tf.float32) * mask)

@@ -80,10 +80,74 @@ def _resnet_small(input_shape: Sequence[int], num_classes: int) -> keras.Model:
     return keras.Model(inputs, logits, name="resnet_small")
 
 
+def _resnet_imagenet_tiny(input_shape: Sequence[int], num_classes: int) -> keras.Model:
+    """ResNet's ImageNet shape, shrunk: a strided stem and max-pool, then three stages of one
+    basic block (16, 32, 64 filters), each halving the resolution, so the features are 1/32 of
+    the input as in ResNet-50 (64 px in, 2x2 out). Cheap enough per image that decoding JPEGs is
+    the bottleneck on a CPU, as it is for ResNet-50 on an accelerator."""
+    if len(input_shape) != 3:
+        raise ValueError(
+            f"resnet_imagenet_tiny expects image inputs [height, width, channels], got "
+            f"input_shape={tuple(input_shape)}; use an image dataset."
+        )
+    inputs = keras.Input(shape=tuple(input_shape), name="inputs")
+    x = keras.layers.Conv2D(16, 3, strides=2, padding="same", use_bias=False)(inputs)
+    x = keras.layers.BatchNormalization()(x)
+    x = keras.layers.ReLU()(x)
+    x = keras.layers.MaxPooling2D(3, strides=2, padding="same")(x)
+    for filters in (16, 32, 64):
+        x = _residual_block(x, filters, strides=2)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    logits = keras.layers.Dense(num_classes, name="logits")(x)
+    return keras.Model(inputs, logits, name="resnet_imagenet_tiny")
+
+
+def _transformer_lm_small(input_shape: Sequence[int], num_classes: int) -> keras.Model:
+    """A decoder-only Transformer language model: token ids [batch, length] -> next-token
+    logits [batch, length, vocabulary]; 2 pre-norm blocks, width 128, 4 heads, sinusoidal
+    positions (any length), causal self-attention. Padding sits at the end of each sequence, so
+    causal attention never lets a real token see it."""
+    if len(input_shape) != 1:
+        raise ValueError(
+            f"transformer_lm_small expects token ids [length], got input_shape="
+            f"{tuple(input_shape)}; use source='text'."
+        )
+    width, heads, blocks = 128, 4, 2
+    inputs = keras.Input(shape=(None,), dtype="int32", name="inputs")
+    x = SinusoidalPositions()(keras.layers.Embedding(num_classes, width)(inputs))
+    for _ in range(blocks):
+        y = keras.layers.LayerNormalization()(x)
+        y = keras.layers.MultiHeadAttention(heads, width // heads)(y, y, use_causal_mask=True)
+        x = x + y
+        y = keras.layers.LayerNormalization()(x)
+        y = keras.layers.Dense(4 * width, activation="gelu")(y)
+        x = x + keras.layers.Dense(width)(y)
+    x = keras.layers.LayerNormalization()(x)
+    logits = keras.layers.Dense(num_classes, name="logits")(x)
+    return keras.Model(inputs, logits, name="transformer_lm_small")
+
+
+class SinusoidalPositions(keras.layers.Layer):
+    """Adds sinusoidal position encodings to [batch, length, width] embeddings, any length."""
+
+    def call(self, embeddings):
+        length, width = keras.ops.shape(embeddings)[1], embeddings.shape[-1]
+        positions = keras.ops.cast(keras.ops.arange(length), "float32")
+        # 10000 ** (-2i / width), with ln(10000) = 9.2103.
+        frequencies = keras.ops.exp(
+            keras.ops.arange(0, width, 2, dtype="float32") * (-9.210340371976184 / width)
+        )
+        angles = positions[:, None] * frequencies[None, :]
+        encoding = keras.ops.concatenate([keras.ops.sin(angles), keras.ops.cos(angles)], axis=-1)
+        return embeddings + keras.ops.cast(encoding[None], embeddings.dtype)
+
+
 MODELS: dict[str, Callable[[Sequence[int], int], keras.Model]] = {
     "mnist1d_mlp": _mnist1d_mlp,
     "mnist1d_cnn": _mnist1d_cnn,
     "resnet_small": _resnet_small,
+    "resnet_imagenet_tiny": _resnet_imagenet_tiny,
+    "transformer_lm_small": _transformer_lm_small,
 }
 
 
@@ -91,7 +155,8 @@ def build_model(name: str, input_shape: Sequence[int], num_classes: int) -> kera
     """Builds the named model; call it under ``strategy.scope()`` to place its variables.
 
     Args:
-      name: one of ``MODELS``: "mnist1d_mlp", "mnist1d_cnn", "resnet_small".
+      name: one of ``MODELS``: "mnist1d_mlp", "mnist1d_cnn", "resnet_small",
+        "resnet_imagenet_tiny", "transformer_lm_small" (input_shape (None,): token ids).
       input_shape: shape of one example, without the batch axis (e.g. ``(40,)``, ``(32, 32, 3)``).
       num_classes: number of output logits.
 
@@ -111,12 +176,12 @@ def build_model(name: str, input_shape: Sequence[int], num_classes: int) -> kera
             "Set config.model to one of these."
         )
     try:
-        shape = tuple(int(dim) for dim in input_shape)
+        shape = tuple(None if dim is None else int(dim) for dim in input_shape)
     except TypeError as error:
         raise TypeError(
             f"input_shape must be a sequence of ints like (40,), got {input_shape!r}."
         ) from error
-    if not shape or any(dim <= 0 for dim in shape):
+    if not shape or any(dim is not None and dim <= 0 for dim in shape):
         raise ValueError(
             f"input_shape must be non-empty with positive dimensions, got {input_shape!r}."
         )

@@ -9,6 +9,8 @@ Example::
 
 from __future__ import annotations
 
+import math
+
 from echoing import meters as echo_meters
 
 
@@ -29,6 +31,10 @@ def make_summary(
         "step": step,
         "eval_accuracy": evaluation["eval_accuracy"],
         "eval_loss": evaluation["eval_loss"],
+        # Language models: eval_loss is the mean per-token loss, and exp of it the perplexity.
+        "eval_perplexity": (
+            math.exp(min(evaluation["eval_loss"], 700.0)) if config.data.source == "text" else None
+        ),
         "trained_examples": trained,
         "fresh_examples_trained": fresh_trained,
         "echo_ratio": trained / fresh_trained if fresh_trained else None,
@@ -51,7 +57,13 @@ def format_summary(summary: dict[str, object]) -> str:
     """The human-readable end-of-run report."""
     lines = [
         f"step {summary['step']}: eval accuracy {summary['eval_accuracy']:.4f} "
-        f"(loss {summary['eval_loss']:.4f}) after {summary['train_seconds']:.1f} s of training",
+        f"(loss {summary['eval_loss']:.4f}"
+        + (
+            f", perplexity {summary['eval_perplexity']:.1f}"
+            if summary.get("eval_perplexity") is not None
+            else ""
+        )
+        + f") after {summary['train_seconds']:.1f} s of training",
         f"trained on {summary['trained_examples']} examples behind "
         f"{summary['fresh_examples_trained']} fresh ones (echo ratio {_ratio(summary)}); the input "
         f"pipeline read {summary['fresh_examples']} (with what its buffers read ahead)",

@@ -26,6 +26,7 @@ from echoing.types import DatasetTransformation
 def augment(
     *,
     seed: int,
+    crop: bool = True,
     area_range: tuple[float, float] = (0.25, 1.0),
     aspect_ratio_range: tuple[float, float] = (3 / 4, 4 / 3),
     flip: bool = True,
@@ -38,6 +39,7 @@ def augment(
 
     Args:
       seed: seeds every draw; same seed and input order, same output.
+      crop: random crop-resize (False when the decode stage has cropped already).
       area_range: the crop covers this fraction of the image area before it is resized back.
       aspect_ratio_range: crop width / height range.
       flip: flip left-right with probability 1/2.
@@ -68,16 +70,17 @@ def augment(
                 f"inputs of shape {shape}; set augment='none' or image_size in the data config."
             )
         seeds = tf.random.experimental.stateless_split(tf.stack([draw, int(seed)]), num=5)
-        begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
-            tf.shape(picture),
-            bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
-            seed=seeds[0],
-            min_object_covered=0.0,
-            aspect_ratio_range=aspect_ratio_range,
-            area_range=area_range,
-            use_image_if_no_bounding_boxes=True,
-        )
-        picture = tf.image.resize(tf.slice(picture, begin, size), shape[:2])
+        if crop:
+            begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+                tf.shape(picture),
+                bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
+                seed=seeds[0],
+                min_object_covered=0.0,
+                aspect_ratio_range=aspect_ratio_range,
+                area_range=area_range,
+                use_image_if_no_bounding_boxes=True,
+            )
+            picture = tf.image.resize(tf.slice(picture, begin, size), shape[:2])
         if flip:
             picture = tf.image.stateless_random_flip_left_right(picture, seeds[1])
         if brightness:
@@ -96,7 +99,9 @@ def augment(
     def apply(dataset: tf.data.Dataset) -> tf.data.Dataset:
         draws = tf.data.Dataset.random(seed=seed)
         return tf.data.Dataset.zip((dataset, draws)).map(
-            augment_one, num_parallel_calls=num_parallel_calls, deterministic=True
+            augment_one,
+            num_parallel_calls=num_parallel_calls,
+            deterministic=None if num_parallel_calls is None else True,
         )
 
     return apply

@@ -11,6 +11,8 @@ Example::
 
 from __future__ import annotations
 
+import os
+
 import ml_collections
 
 from pipelines import config as data_config
@@ -30,6 +32,34 @@ def load(config: ml_collections.ConfigDict) -> Source:
         from pipelines.sources import arrays
 
         return arrays.load(config.train_arrays, config.eval_arrays, config.num_classes)
+    if config.source == "image_folder":
+        from pipelines.sources import image_folder, photos
+
+        root = config.image_dir or photos.make_folder(
+            data_config.data_dir(config), num_train=config.num_train, num_eval=config.num_eval
+        )
+        return image_folder.load(
+            os.path.expanduser(root),
+            image_size=config.image_size,
+            train_split=config.train_split,
+            eval_split=config.eval_split,
+            eval_fraction=config.eval_fraction,
+            skip_corrupt=config.skip_corrupt,
+        )
+    if config.source == "text":
+        from pipelines.sources import corpus, text
+
+        files = (config.train_files, config.eval_files)
+        if not config.train_files:
+            files = corpus.make_files(
+                data_config.data_dir(config), num_train=config.num_train, num_eval=config.num_eval
+            )
+        return text.load(
+            *files,
+            data_dir=data_config.data_dir(config),
+            max_length=config.text_max_length,
+            vocab_size=config.vocab_size,
+        )
     if config.source == "tfds":
         from pipelines.sources import tfds
 

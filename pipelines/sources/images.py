@@ -54,3 +54,137 @@ def decode(value: tf.Tensor, *, shape: tuple[int, int, int], resize: bool = Fals
     if resize:
         image = tf.image.resize(image, shape[:2])
     return tf.ensure_shape(image, shape)
+
+
+# ImageNet-style crops (Szegedy et al.'s "Inception" preprocessing, as in TF's ResNet models).
+CROP_AREA_RANGE = (0.08, 1.0)
+CROP_ASPECT_RATIO_RANGE = (3 / 4, 4 / 3)
+CENTER_CROP_FRACTION = 0.875  # 224 of 256, the usual eval crop
+
+
+def decode_random_crop(
+    encoded: tf.Tensor,
+    seed: tf.Tensor,
+    *,
+    size: int,
+    channels: int = 3,
+    area_range: tuple[float, float] = CROP_AREA_RANGE,
+    aspect_ratio_range: tuple[float, float] = CROP_ASPECT_RATIO_RANGE,
+) -> tf.Tensor:
+    """Random-resized crop of encoded image bytes to float32 [size, size, channels] in [0, 1].
+
+    JPEGs are cropped while decoding (``tf.io.decode_and_crop_jpeg``): only the crop window's
+    blocks are decoded, which is what makes this cheaper than decoding the whole image. Other
+    formats (PNG, BMP, GIF) are decoded whole, then cropped. Grayscale and CMYK JPEGs come out
+    with ``channels`` channels; images smaller than ``size`` are upsampled.
+
+    Example::
+
+        png = tf.io.encode_png(tf.zeros([40, 60, 3], tf.uint8))
+        crop = decode_random_crop(png, tf.constant([0, 1]), size=32)  # [32, 32, 3]
+
+    Args:
+      encoded: a scalar string, the file's bytes.
+      seed: int32/int64 [2], a stateless seed (one per element: see ``Dataset.random``).
+      size: the output's height and width.
+    """
+    image_shape = _encoded_shape(encoded)
+    begin, crop_size, _ = tf.image.stateless_sample_distorted_bounding_box(
+        image_shape,
+        bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
+        seed=seed,
+        min_object_covered=0.0,
+        aspect_ratio_range=aspect_ratio_range,
+        area_range=area_range,
+        max_attempts=10,
+        use_image_if_no_bounding_boxes=True,
+    )
+    window = tf.stack([begin[0], begin[1], crop_size[0], crop_size[1]])
+    return _decode_window(encoded, window, size=size, channels=channels)
+
+
+def decode_center_crop(
+    encoded: tf.Tensor,
+    *,
+    size: int,
+    channels: int = 3,
+    crop_fraction: float = CENTER_CROP_FRACTION,
+) -> tf.Tensor:
+    """The central square (``crop_fraction`` of the short side) resized to [size, size, channels].
+
+    The eval counterpart of ``decode_random_crop``; JPEGs are likewise cropped while decoding.
+    """
+    shape = _encoded_shape(encoded)
+    side = tf.cast(tf.cast(tf.minimum(shape[0], shape[1]), tf.float32) * crop_fraction, tf.int32)
+    side = tf.maximum(side, 1)
+    window = tf.stack([(shape[0] - side) // 2, (shape[1] - side) // 2, side, side])
+    return _decode_window(encoded, window, size=size, channels=channels)
+
+
+def _encoded_shape(encoded: tf.Tensor) -> tf.Tensor:
+    """[height, width, channels] (int32) without decoding a JPEG; other formats are decoded."""
+    return tf.cond(
+        tf.io.is_jpeg(encoded),
+        lambda: tf.image.extract_jpeg_shape(encoded),
+        lambda: tf.shape(tf.io.decode_image(encoded, expand_animations=False), tf.int32),
+    )
+
+
+def _decode_window(encoded: tf.Tensor, window: tf.Tensor, *, size: int, channels: int):
+    """Decodes ``window`` = [top, left, height, width] of ``encoded``, resized to ``size``."""
+
+    def whole_then_crop():
+        image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
+        return tf.slice(image, [window[0], window[1], 0], [window[2], window[3], channels])
+
+    pixels = tf.cond(
+        tf.io.is_jpeg(encoded),
+        lambda: tf.io.decode_and_crop_jpeg(encoded, window, channels=channels),
+        whole_then_crop,
+    )
+    pixels = tf.image.resize(pixels, [size, size]) / 255.0
+    return tf.ensure_shape(tf.clip_by_value(pixels, 0.0, 1.0), (size, size, channels))
+
+
+def check_intact(encoded: tf.Tensor, path: tf.Tensor) -> tf.Tensor:
+    """``encoded``, after checking in the graph that it is an image file and not cut short.
+
+    A JPEG must start with its SOI marker and end with its EOI marker (FFD9, allowing a few
+    trailing bytes); a PNG must end with its IEND chunk. A truncated JPEG would otherwise fail
+    only when a random crop happens to reach the missing part, with an error that names no file.
+
+    Raises (when run):
+      tf.errors.InvalidArgumentError: naming ``path``, when ``is_intact`` is False.
+    """
+    return tf.cond(
+        is_intact(encoded),
+        lambda: encoded,
+        lambda: _fail(path, encoded),
+    )
+
+
+def is_intact(encoded: tf.Tensor) -> tf.Tensor:
+    """Whether ``encoded`` is a JPEG/PNG with its end marker, or a GIF/BMP (a bool scalar)."""
+    length = tf.strings.length(encoded)
+    tail = tf.io.decode_raw(tf.strings.substr(encoded, tf.maximum(length - 32, 0), 32), tf.uint8)
+    jpeg_end = tf.reduce_any((tail[:-1] == 0xFF) & (tail[1:] == 0xD9))
+    png_end = tf.strings.substr(encoded, tf.maximum(length - 8, 0), 4) == "IEND"
+    head = tf.strings.substr(encoded, 0, 4)
+    is_png = head == b"\x89PNG"
+    # GIF and BMP carry no end marker: only their signature is checked.
+    other = (head == b"GIF8") | (tf.strings.substr(encoded, 0, 2) == b"BM")
+    return tf.where(tf.io.is_jpeg(encoded), jpeg_end, tf.where(is_png, png_end, other))
+
+
+def _fail(path: tf.Tensor, encoded: tf.Tensor) -> tf.Tensor:
+    check = tf.debugging.Assert(
+        False,
+        [
+            "corrupt, truncated or not an image (JPEG, PNG, GIF, BMP):",
+            path,
+            "- re-copy it, or set data config skip_corrupt=True to skip and count unreadable "
+            "images.",
+        ],
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(encoded)

@@ -95,6 +95,13 @@ class ReadStats:
             problem,
         )
 
+    def skip_file(self, path: str, problem: str) -> None:
+        """Counts a whole file skipped (an unreadable image), as record -1 at offset 0."""
+        with self._lock:
+            self.skipped += 1
+            self.skipped_records.append((path, -1, 0, problem))
+        logging.warning("skip_corrupt: skipped file %s: %s", path, problem)
+
     def reopen(self, path: str, offset: int, error: BaseException, wait: float) -> None:
         with self._lock:
             self.reopened += 1

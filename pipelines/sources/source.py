@@ -39,6 +39,12 @@ class SourceSplit:
       shard_function: optional ``(num_shards, index) -> SourceSplit`` that shards cheaper than
         record by record, e.g. TFRecord files by file so a worker reads only its files; None
         shards records with ``Dataset.shard``.
+      read_stats: what reading skipped or retried (``skip_corrupt``, gs:// faults), or None.
+      crop_decode: optional ``(raw, seed) -> decoded`` that decodes a random-resized crop, given
+        a per-element stateless seed [2]; sources of encoded images offer it so that
+        ``augment="inception"`` crops while decoding (only the crop's JPEG blocks are decoded).
+      batch: optional ``(dataset, batch_size, drop_remainder) -> dataset`` for examples that
+        ``Dataset.batch`` cannot stack (variable-length text: padded, bucketed by length).
     """
 
     dataset: tf.data.Dataset
@@ -46,6 +52,8 @@ class SourceSplit:
     num_examples: int
     shard_function: ShardFunction | None = None
     read_stats: ReadStats | None = None
+    crop_decode: Callable[[dict, tf.Tensor], dict] | None = None
+    batch: Callable[[tf.data.Dataset, int, bool], tf.data.Dataset] | None = None
 
     def shard(self, num_shards: int, index: int) -> SourceSplit:
         """The part of this split that input pipeline ``index`` of ``num_shards`` reads.
@@ -72,11 +80,10 @@ class SourceSplit:
             return self
         if self.shard_function is not None:
             return self.shard_function(num_shards, index)
-        return SourceSplit(
+        return dataclasses.replace(
+            self,
             dataset=self.dataset.shard(num_shards, index),
-            decode=self.decode,
             num_examples=len(range(index, self.num_examples, num_shards)),
-            read_stats=self.read_stats,
         )
 
 

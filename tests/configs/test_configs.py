@@ -2,6 +2,7 @@
 
 import glob
 import json
+import math
 import os
 import sys
 
@@ -9,6 +10,7 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
+from pipelines.sources import text
 from trainers import metrics_writer, train
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -65,6 +67,13 @@ def test_smoke_variant_runs_through_main(path, tmp_path, data_dir, monkeypatch):
     checkpoint = tf.train.latest_checkpoint(os.path.join(workdir, "checkpoints"))
     assert checkpoint.endswith(f"ckpt-{config.num_steps}")
     assert os.listdir(os.path.join(workdir, "tensorboard"))
+    if config.data.source == "text":  # a language model: perplexity, and its vocabulary saved
+        assert summary["eval_perplexity"] == math.exp(summary["eval_loss"])
+        with open(os.path.join(workdir, "vocab.txt"), encoding="utf-8") as file:
+            tokens = file.read().splitlines()
+        assert tuple(tokens[: len(text.RESERVED_TOKENS)]) == text.RESERVED_TOKENS
+    else:
+        assert summary["eval_perplexity"] is None
 
 
 @pytest.mark.parametrize(

@@ -78,7 +78,7 @@ def _with(**overrides):
         ),
         (_with(source="arrays"), TypeError, "train_arrays must be a dict"),
         (_with(skip_corrupt=1), TypeError, "'skip_corrupt'.*cannot be casted to .*bool"),
-        (_with(skip_corrupt=True), ValueError, "skip_corrupt applies to source='tfrecord'"),
+        (_with(skip_corrupt=True), ValueError, "skip_corrupt applies to source='tfrecord' or"),
         (_with(gcs_request_attempts=0), ValueError, "gcs_request_attempts must be >= 1, got 0"),
         (_with(gcs_read_attempts=1.5), TypeError, "'gcs_read_attempts'.*cannot be casted"),
         (_with(gcs_block_size=0), ValueError, "gcs_block_size must be >= 1"),

@@ -1,0 +1,208 @@
+"""A folder of JPEG/PNG images, one sub-folder per class, decoded with ImageNet-style crops.
+
+Example::
+
+    from pipelines.sources import image_folder, photos
+
+    root = photos.make_folder("/tmp/echoing", num_train=200, num_eval=50)
+    source = image_folder.load(root, image_size=64)
+    # source.train.dataset yields {"path", "label", "id"}; source.train.decode makes pixels
+
+Two layouts are read, the ones ``tfds.folder_dataset.ImageFolder`` and
+``keras.utils.image_dataset_from_directory`` read:
+
+- ``root/<train_split>/<class>/<image>`` and ``root/<eval_split>/<class>/<image>``;
+- ``root/<class>/<image>``: then a fixed ``eval_fraction`` of the images (chosen by a hash of
+  each file's path, so adding images never moves the others between splits) is held out.
+
+Classes are the sorted sub-folder names of the train split (label = index), as Keras does; a
+class folder with no image keeps its label, with a warning. Ids are each file's index in its
+split's sorted file list. Files with other extensions are not images and are left out (counted,
+with a warning); images are ``.jpg``/``.jpeg``/``.png``/``.gif``/``.bmp`` in any case.
+
+Reading is in the graph: the split holds file paths, and the pipeline's ``decode`` stage reads
+each file, checks it is intact (``images.check_intact``: a truncated file is an error naming it)
+and decodes it. ``decode`` (eval) takes the central 87.5% square; ``crop_decode`` (train, for
+``augment="inception"``) a random-resized crop, decoding only that window of a JPEG. With
+``skip_corrupt=True`` every file is decoded once at ``load`` and the ones that fail are left
+out, logged and counted in ``read_stats``: about 1 ms per image, once per process and file list.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import zlib
+
+import tensorflow as tf
+from absl import logging
+
+from pipelines.sources import images
+from pipelines.sources.record_reader import ReadStats
+from pipelines.sources.source import Source, SourceSplit
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
+CHANNELS = 3
+# skip_corrupt scans, by file list: a trainer builds its datasets several times per run, and a
+# scan decodes every file. The stats object is shared too, so each file is counted once.
+_SCANS: dict[tuple[tuple[str, int], ...], tuple[list[tuple[str, int]], ReadStats]] = {}
+
+
+def load(
+    root: str,
+    *,
+    image_size: int,
+    train_split: str = "train",
+    eval_split: str = "test",
+    eval_fraction: float = 0.1,
+    skip_corrupt: bool = False,
+) -> Source:
+    """Returns the source over the image folder ``root`` (see the module docstring).
+
+    Raises:
+      ValueError: ``root`` is not a folder, holds no class folder or no image, a split is empty,
+        or the eval split has a class the train split lacks.
+    """
+    if not os.path.isdir(root):
+        raise ValueError(
+            f"data config image_dir {root!r} is not a folder; point it at a folder of class "
+            "folders (root/<class>/<image>.jpg) or of split folders (root/train/<class>/...)."
+        )
+    train_dir, eval_dir = os.path.join(root, train_split), os.path.join(root, eval_split)
+    if os.path.isdir(train_dir) and os.path.isdir(eval_dir):
+        classes = _classes(train_dir)
+        train_files = _files(train_dir, classes)
+        eval_files = _files(eval_dir, classes, check_against=_classes(eval_dir))
+    else:
+        classes = _classes(root)
+        files = _files(root, classes)
+        held_out = [_held_out(path, root, eval_fraction) for path, _ in files]
+        train_files = [file for file, out in zip(files, held_out, strict=True) if not out]
+        eval_files = [file for file, out in zip(files, held_out, strict=True) if out]
+    train, eval_ = (
+        _split(files, name, image_size, skip_corrupt)
+        for files, name in ((train_files, f"{root} (train)"), (eval_files, f"{root} (eval)"))
+    )
+    return Source(
+        train=train,
+        eval=eval_,
+        num_classes=len(classes),
+        input_shape=(image_size, image_size, CHANNELS),
+    )
+
+
+def _classes(directory: str) -> list[str]:
+    classes = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())
+    if not classes:
+        raise ValueError(
+            f"image folder {directory!r} has no class folders; expected "
+            f"{directory}/<class>/<image>.jpg (one sub-folder per class)."
+        )
+    return classes
+
+
+def _files(directory, classes, check_against=None) -> list[tuple[str, int]]:
+    """Sorted ``(path, label)`` of the images under ``directory/<class>/``."""
+    extra = sorted(set(check_against or ()) - set(classes))
+    if extra:
+        raise ValueError(
+            f"image folder {directory!r} has class folders the train split lacks: {extra}; "
+            f"the train split's classes are {classes}."
+        )
+    files, others = [], []
+    for label, name in enumerate(classes):
+        class_dir = os.path.join(directory, name)
+        if not os.path.isdir(class_dir):
+            continue
+        found = 0
+        for dirpath, _, filenames in sorted(os.walk(class_dir, followlinks=True)):
+            for filename in sorted(filenames):
+                path = os.path.join(dirpath, filename)
+                if filename.lower().endswith(IMAGE_EXTENSIONS):
+                    files.append((path, label))
+                    found += 1
+                else:
+                    others.append(path)
+        if not found:
+            logging.warning("image folder class %r has no image in %s", name, class_dir)
+    if others:
+        logging.warning(
+            "image folder %s: left out %d files that are not images by extension (%s), e.g. %s",
+            directory,
+            len(others),
+            "/".join(IMAGE_EXTENSIONS),
+            others[:3],
+        )
+    if not files:
+        raise ValueError(
+            f"image folder {directory!r} holds no image ({'/'.join(IMAGE_EXTENSIONS)}) in its "
+            f"class folders {classes}."
+        )
+    return files
+
+
+def _held_out(path: str, root: str, eval_fraction: float) -> bool:
+    key = os.path.relpath(path, root).encode()
+    return zlib.crc32(key) % 10_000 < eval_fraction * 10_000
+
+
+def _split(files, what: str, image_size: int, skip_corrupt: bool) -> SourceSplit:
+    stats = None
+    if skip_corrupt:
+        key = tuple(files)
+        if key not in _SCANS:
+            scan_stats = ReadStats()
+            _SCANS[key] = (_decodable(files, scan_stats), scan_stats)
+        files, stats = _SCANS[key]
+    if not files:
+        raise ValueError(
+            f"the image folder split {what} is empty (0 images); add images or, for a folder "
+            "without split folders, raise data config eval_fraction above 0."
+        )
+    paths, labels = zip(*files, strict=True)
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {
+            "path": tf.constant(paths),
+            "label": tf.constant(labels, tf.int64),
+            "id": tf.range(len(paths), dtype=tf.int64),
+        }
+    )
+
+    def decode(element: dict) -> dict:
+        encoded = images.check_intact(tf.io.read_file(element["path"]), element["path"])
+        pixels = images.decode_center_crop(encoded, size=image_size, channels=CHANNELS)
+        return {"inputs": pixels, "label": element["label"], "id": element["id"]}
+
+    def crop_decode(element: dict, seed: tf.Tensor) -> dict:
+        encoded = images.check_intact(tf.io.read_file(element["path"]), element["path"])
+        pixels = images.decode_random_crop(encoded, seed, size=image_size, channels=CHANNELS)
+        return {"inputs": pixels, "label": element["label"], "id": element["id"]}
+
+    return SourceSplit(
+        dataset=dataset,
+        decode=decode,
+        crop_decode=crop_decode,
+        num_examples=len(paths),
+        read_stats=stats,
+    )
+
+
+def _decodable(files, stats: ReadStats) -> list[tuple[str, int]]:
+    """``files`` without the ones that fail a full decode, each logged and counted in ``stats``."""
+
+    def problem(path: str) -> str | None:
+        try:
+            encoded = tf.io.read_file(path)
+            if not bool(images.is_intact(encoded)):
+                return "corrupt, truncated or not an image (no end marker or signature)"
+            tf.io.decode_image(encoded, channels=CHANNELS, expand_animations=False)
+        except tf.errors.OpError as error:
+            return error.message.splitlines()[0]
+        return None
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        problems = list(pool.map(problem, [path for path, _ in files]))
+    for (path, _), found in zip(files, problems, strict=True):
+        if found is not None:
+            stats.skip_file(path, found)
+    return [file for file, found in zip(files, problems, strict=True) if found is None]

@@ -1,0 +1,248 @@
+"""Text files as a language-modelling source: one example per line, WordPiece tokens, buckets.
+
+Example::
+
+    from pipelines.sources import corpus, text
+
+    train_file, eval_file = corpus.make_files("/tmp/echoing", num_train=500, num_eval=100)
+    source = text.load(train_file, eval_file, data_dir="/tmp/echoing", max_length=64)
+    # source.train.decode: a line -> {"inputs": int32 [n], "label": int64 [n],
+    #                                 "label_mask": float32 [n], "id": int64}, n <= 64
+
+Each non-empty line of the files (sorted glob order) is a document. It is tokenized in the
+pipeline's ``decode`` stage, in the graph, by tensorflow-text's ``BertTokenizer`` (lower-casing,
+punctuation splitting, WordPiece) with a vocabulary learned from the train files by
+tensorflow-text's ``bert_vocab_from_dataset`` and stored under ``data_dir/text/vocab`` (a file
+per corpus and size, reused after; ``Source.vocab_file`` names it). Framed as
+``[BOS] tokens [EOS]``, the model reads ``inputs`` and predicts ``label`` = ``inputs`` shifted by
+one. A line with more than ``max_length`` predictions is not cut: it becomes several examples,
+windows of ``max_length`` (each its own id), so nothing is dropped; the load-time pass that
+counts tokens per line decides the windows. Bytes that are not UTF-8 are replaced by U+FFFD
+(counted, with a warning naming the file). Files are read into memory at load: local paths.
+
+Batches: ``batch_stage`` groups examples of similar length (``bucket_by_sequence_length``) and
+pads each batch to its longest example with token 0 (``[PAD]``, ``label_mask`` 0), so that
+little of a batch is padding; every batch has ``batch_size`` rows, as the trainer's counts
+expect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from pipelines.sources.source import Source, SourceSplit
+
+RESERVED_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
+# Tokens per line, by (lines' digest, vocabulary): a trainer builds its datasets several times
+# per run, and counting means tokenizing every line.
+_LENGTHS: dict[tuple[str, str], np.ndarray] = {}
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = range(4)
+
+
+@dataclasses.dataclass(frozen=True)
+class TextSource(Source):
+    """A ``Source`` with the vocabulary it tokenizes with.
+
+    Attributes:
+      vocab_file: the WordPiece vocabulary, one token per line (id = line index).
+      vocab_size: tokens in it (the model's output classes).
+    """
+
+    vocab_file: str = ""
+    vocab_size: int = 0
+
+
+def load(
+    train_files: str,
+    eval_files: str,
+    *,
+    data_dir: str,
+    max_length: int = 128,
+    vocab_size: int = 4_000,
+) -> TextSource:
+    """Returns the text source over the globs ``train_files`` and ``eval_files``.
+
+    Raises:
+      ValueError: a glob matches no file, a path is remote, the files hold no text, or
+        ``max_length`` / ``vocab_size`` are too small.
+    """
+    if max_length < 2:
+        raise ValueError(f"text max_length must be >= 2 tokens, got {max_length!r}; e.g. 128.")
+    if vocab_size < len(RESERVED_TOKENS) + 26:
+        raise ValueError(f"text vocab_size must be >= 30, got {vocab_size!r}; e.g. 4000.")
+    train_paths = _paths(train_files, "train_files")
+    eval_paths = _paths(eval_files, "eval_files")
+    train_lines, eval_lines = _read_lines(train_paths), _read_lines(eval_paths)
+    for lines, files in ((train_lines, train_files), (eval_lines, eval_files)):
+        if not lines:
+            raise ValueError(
+                f"the text files {files!r} hold no text (every line is empty); a language model "
+                "needs at least one non-empty line."
+            )
+    vocab_file = _vocabulary(
+        _digest(train_lines), len(train_paths), train_lines, data_dir, vocab_size
+    )
+    tokenizer = make_tokenizer(vocab_file)
+    with open(vocab_file, encoding="utf-8") as file:
+        size = sum(1 for _ in file)
+    return TextSource(
+        train=_split(train_lines, tokenizer, vocab_file, max_length),
+        eval=_split(eval_lines, tokenizer, vocab_file, max_length),
+        num_classes=size,
+        input_shape=(None,),
+        vocab_file=vocab_file,
+        vocab_size=size,
+    )
+
+
+def make_tokenizer(vocab_file: str):
+    """tensorflow-text's ``BertTokenizer`` over ``vocab_file`` (lower-casing, unknown -> [UNK])."""
+    import tensorflow_text
+
+    return tensorflow_text.BertTokenizer(
+        vocab_file, lower_case=True, token_out_type=tf.int64, unknown_token="[UNK]"
+    )
+
+
+def tokenize(tokenizer, lines: tf.Tensor) -> tf.RaggedTensor:
+    """``[BOS] wordpieces [EOS]`` ids of each line of a 1-D string tensor, ragged [lines, n]."""
+    ids = tokenizer.tokenize(lines).merge_dims(-2, -1)
+    rows = tf.cast(ids.nrows(), tf.int32)
+    bos = tf.fill([rows, 1], tf.constant(BOS_ID, tf.int64))
+    eos = tf.fill([rows, 1], tf.constant(EOS_ID, tf.int64))
+    return tf.concat([bos, ids, eos], axis=1)
+
+
+def batch_stage(batch_size: int, max_length: int, *, drop_remainder: bool):
+    """``Dataset -> Dataset``: padded batches of ``batch_size`` examples of similar length.
+
+    Buckets are powers of two up to ``max_length``; a batch is padded to its longest example
+    (not to the bucket's edge), with 0 in every key.
+    """
+    boundaries = [2**k for k in range(3, max_length.bit_length()) if 2**k < max_length]
+
+    def apply(dataset: tf.data.Dataset) -> tf.data.Dataset:
+        return dataset.bucket_by_sequence_length(
+            lambda element: tf.shape(element["inputs"])[0],
+            bucket_boundaries=[b + 1 for b in boundaries],
+            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+            drop_remainder=drop_remainder,
+        )
+
+    return apply
+
+
+def padding_fraction(batches) -> float:
+    """The share of ``label_mask`` entries that are padding, over an iterable of batches."""
+    padded = real = 0.0
+    for batch in batches:
+        mask = np.asarray(batch["label_mask"])
+        padded, real = padded + mask.size, real + mask.sum()
+    return float(1.0 - real / padded) if padded else 0.0
+
+
+def _split(lines: list[str], tokenizer, vocab_file: str, max_length: int) -> SourceSplit:
+    """One element per window: ``{"line", "window", "id"}``; decode tokenizes and cuts it."""
+    key = (_digest(lines), vocab_file)
+    if key not in _LENGTHS:
+        _LENGTHS[key] = tokenize(tokenizer, tf.constant(lines)).row_lengths().numpy()
+    lengths = _LENGTHS[key]
+    # A line of n ids (with BOS and EOS) has n - 1 predictions: ceil((n - 1) / max_length) windows.
+    windows = np.maximum(1, -(-(lengths - 1) // max_length))
+    line_index = np.repeat(np.arange(len(lines)), windows)
+    window = np.concatenate([np.arange(count) for count in windows])
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {
+            "line": tf.gather(tf.constant(lines), line_index),
+            "window": tf.constant(window, tf.int64),
+            "id": tf.range(len(window), dtype=tf.int64),
+        }
+    )
+
+    def decode(element: dict) -> dict:
+        ids = tokenize(tokenizer, element["line"][tf.newaxis])[0]
+        start = element["window"] * max_length
+        inputs = ids[start : start + max_length]
+        label = ids[start + 1 : start + max_length + 1]
+        inputs = inputs[: tf.shape(label)[0]]
+        return {
+            "inputs": tf.cast(inputs, tf.int32),
+            "label": label,
+            "label_mask": tf.ones(tf.shape(label), tf.float32),
+            "id": element["id"],
+        }
+
+    def batch(dataset: tf.data.Dataset, batch_size: int, drop_remainder: bool):
+        return batch_stage(batch_size, max_length, drop_remainder=drop_remainder)(dataset)
+
+    return SourceSplit(dataset=dataset, decode=decode, num_examples=len(window), batch=batch)
+
+
+def _paths(pattern: str, key: str) -> list[str]:
+    if "://" in pattern:
+        raise ValueError(
+            f"data config {key}={pattern!r}: text files are read from local paths only for "
+            "now; copy them to a local folder."
+        )
+    paths = sorted(glob.glob(os.path.expanduser(pattern)))
+    if not paths:
+        raise ValueError(f"data config {key}={pattern!r} matches no file.")
+    return paths
+
+
+def _read_lines(paths: list[str]) -> list[str]:
+    lines = []
+    for path in paths:
+        with open(path, "rb") as file:
+            data = file.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = data.decode("utf-8", errors="replace")
+            replaced = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
+            logging.warning(
+                "text file %s: %d byte sequences are not UTF-8; read as U+FFFD", path, replaced
+            )
+        lines += [line.strip() for line in text.split("\n") if line.strip()]
+    return lines
+
+
+def _digest(lines: list[str]) -> str:
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line.encode() + b"\n")
+    return digest.hexdigest()[:16]
+
+
+def _vocabulary(digest: str, num_files: int, lines: list[str], data_dir: str, vocab_size: int):
+    """The vocabulary file of these train lines and size, learned once and stored."""
+    directory = os.path.join(data_dir, "text", "vocab")
+    path = os.path.join(directory, f"wordpiece-{vocab_size}-{digest}.txt")
+    if os.path.exists(path):
+        return path
+    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+
+    print(
+        f"Learning a {vocab_size}-token WordPiece vocabulary from {num_files} text file(s) "
+        f"into {path} ...",
+        flush=True,
+    )
+    vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
+        tf.data.Dataset.from_tensor_slices(lines).batch(1_000),
+        vocab_size=vocab_size,
+        reserved_tokens=list(RESERVED_TOKENS),
+        bert_tokenizer_params={"lower_case": True},
+    )
+    os.makedirs(directory, exist_ok=True)
+    staging = f"{path}.{os.getpid()}.staging"
+    with open(staging, "w", encoding="utf-8") as file:
+        file.write("".join(f"{token}\n" for token in vocab))
+    os.replace(staging, path)
+    return path

@@ -1,0 +1,251 @@
+"""Image folders: layouts, labels and ids, ImageNet-style crops, the photo set, and bad input."""
+
+import io
+import itertools
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import logging
+from PIL import Image
+
+import pipelines
+from pipelines.sources import image_folder, images, photos
+
+SIZE = 32
+
+
+@pytest.fixture(scope="module")
+def photo_root(tmp_path_factory) -> str:
+    return photos.make_folder(str(tmp_path_factory.mktemp("photos")), num_train=30, num_eval=10)
+
+
+def _jpeg(shape=(60, 80, 3), mode=None, seed=0) -> bytes:
+    pixels = np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+    picture = Image.fromarray(pixels.squeeze())
+    if mode:
+        picture = picture.convert(mode)
+    buffer = io.BytesIO()
+    picture.save(buffer, "JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def _png(shape=(60, 80, 3)) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(np.full(shape, 200, np.uint8)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def _folder(root, files: dict[str, bytes]) -> str:
+    """Writes ``{"class/name.jpg": bytes}`` under ``root``; returns ``root``."""
+    for relative, data in files.items():
+        path = os.path.join(root, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as file:
+            file.write(data)
+    return str(root)
+
+
+def _config(root, **overrides):
+    config = pipelines.default_data_config()
+    config.source, config.image_dir, config.image_size = "image_folder", str(root), SIZE
+    config.augment, config.batch_size, config.eval_batch_size = "inception", 4, 4
+    config.shuffle_buffer = 0
+    for key, value in overrides.items():
+        config[key] = value
+    return config
+
+
+def test_photo_set_is_real_jpegs_at_imagenet_sizes_in_class_folders(photo_root):
+    train = os.path.join(photo_root, "train")
+    assert sorted(os.listdir(train)) == sorted(photos.PHOTOS)
+    files = [os.path.join(d, f) for d, _, fs in os.walk(train) for f in fs]
+    assert len(files) == 30
+    for path in files[:6]:
+        encoded = tf.io.read_file(path)
+        assert bool(tf.io.is_jpeg(encoded))
+        height, width, _ = tf.image.extract_jpeg_shape(encoded).numpy()
+        assert photos.LONG_SIDE_RANGE[0] <= max(height, width) <= photos.LONG_SIDE_RANGE[1]
+    gray = os.path.join(train, "camera", os.listdir(os.path.join(train, "camera"))[0])
+    assert tf.image.extract_jpeg_shape(tf.io.read_file(gray)).numpy()[-1] == 1
+
+
+def test_photo_set_is_written_once(photo_root):
+    marker = os.path.join(photo_root, "train", "camera")
+    before = os.stat(marker).st_mtime_ns
+    again = photos.make_folder(
+        os.path.dirname(os.path.dirname(photo_root)), num_train=30, num_eval=10
+    )
+    assert again == photo_root and os.stat(marker).st_mtime_ns == before
+
+
+def test_split_layout_labels_by_sorted_class_and_ids_by_file(photo_root):
+    source = image_folder.load(photo_root, image_size=SIZE)
+    assert source.num_classes == len(photos.PHOTOS)
+    assert source.input_shape == (SIZE, SIZE, 3)
+    assert (source.train.num_examples, source.eval.num_examples) == (30, 10)
+    raw = list(source.train.dataset.as_numpy_iterator())
+    assert [r["id"] for r in raw] == list(range(30))
+    for element in raw:
+        class_name = os.path.basename(os.path.dirname(element["path"].decode()))
+        assert sorted(photos.PHOTOS).index(class_name) == element["label"]
+
+
+def test_inception_train_crops_differ_per_epoch_and_eval_is_fixed(photo_root):
+    config = _config(photo_root, batch_size=30)
+    datasets = pipelines.make_datasets(config, seed=0)
+    first, second = itertools.islice(datasets.train, 2)
+    assert first["inputs"].shape == (30, SIZE, SIZE, 3)
+    assert set(first["id"].numpy()) == set(range(30)) == set(second["id"].numpy())
+    order = np.argsort(first["id"].numpy()), np.argsort(second["id"].numpy())
+    a, b = first["inputs"].numpy()[order[0]], second["inputs"].numpy()[order[1]]
+    assert a.min() >= 0.0 and a.max() <= 1.0
+    assert np.abs(a - b).mean() > 0.01  # a new crop each epoch
+    again = pipelines.make_datasets(config, seed=0)
+    np.testing.assert_array_equal(next(iter(again.train))["inputs"], first["inputs"])
+    eval_once = np.concatenate([b["inputs"] for b in datasets.eval])
+    eval_twice = np.concatenate([b["inputs"] for b in datasets.eval])
+    np.testing.assert_array_equal(eval_once, eval_twice)
+
+
+def test_center_crop_is_the_middle_of_the_image():
+    pixels = np.zeros([40, 80, 3], np.uint8)
+    pixels[:, 20:60] = 255  # a white square in the middle, black bars left and right
+    crop = images.decode_center_crop(tf.io.encode_png(pixels), size=8, crop_fraction=1.0)
+    np.testing.assert_allclose(crop.numpy(), 1.0, atol=0.02)
+
+
+def test_keras_layout_holds_out_a_stable_eval_fraction(tmp_path):
+    files = {f"c{k % 3}/{k:03d}.jpg": _jpeg(seed=k) for k in range(60)}
+    root = _folder(tmp_path, files)
+    source = image_folder.load(root, image_size=SIZE, eval_fraction=0.25)
+    train = {r["path"] for r in source.train.dataset.as_numpy_iterator()}
+    held = {r["path"] for r in source.eval.dataset.as_numpy_iterator()}
+    assert not train & held and len(train | held) == 60
+    assert 5 <= len(held) <= 25
+    _folder(tmp_path, {"c0/999.jpg": _jpeg(seed=99)})  # adding a file moves no other
+    grown = image_folder.load(root, image_size=SIZE, eval_fraction=0.25)
+    assert held <= {r["path"] for r in grown.eval.dataset.as_numpy_iterator()}
+
+
+def test_png_gray_cmyk_and_tiny_images_decode_to_rgb_at_the_crop_size(tmp_path):
+    files = {
+        "a/png.png": _png(),
+        "a/gray.jpg": _jpeg((60, 80), mode="L"),
+        "a/cmyk.jpg": _jpeg(mode="CMYK"),
+        "a/tiny.jpg": _jpeg((10, 8, 3)),
+        "a/upper.JPEG": _jpeg(),
+    }
+    root = _folder(tmp_path, {f"train/{k}": v for k, v in files.items()})
+    _folder(tmp_path, {"test/a/x.jpg": _jpeg()})
+    datasets = pipelines.make_datasets(_config(root, batch_size=5), seed=0)
+    batch = next(iter(datasets.train))
+    assert batch["inputs"].shape == (5, SIZE, SIZE, 3)
+    assert np.isfinite(batch["inputs"].numpy()).all()
+
+
+def test_non_images_and_empty_classes_are_reported_not_silently_dropped(tmp_path, monkeypatch):
+    warnings = []
+    monkeypatch.setattr(logging, "warning", lambda message, *args: warnings.append(message % args))
+    files = {"a/x.jpg": _jpeg(), "a/notes.txt": b"hi", "a/.DS_Store": b""}
+    root = _folder(tmp_path, {**{f"train/{k}": v for k, v in files.items()}, "test/a/y.jpg": b""})
+    os.makedirs(tmp_path / "train" / "b")
+    source = image_folder.load(root, image_size=SIZE)
+    assert source.num_classes == 2 and source.train.num_examples == 1
+    assert any("left out 2 files that are not images" in w for w in warnings)
+    assert any("class 'b' has no image" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    "files, message",
+    [
+        ({}, "has no class folders"),
+        ({"a/notes.txt": b"hi"}, "holds no image"),
+        ({"train/a/x.jpg": b"", "test/b/y.jpg": b""}, "class folders the train split lacks"),
+    ],
+)
+def test_bad_folders_are_clear_errors(tmp_path, files, message):
+    root = _folder(tmp_path, files)
+    with pytest.raises(ValueError, match=message):
+        image_folder.load(root, image_size=SIZE)
+
+
+def test_a_missing_folder_and_an_empty_eval_split_are_clear_errors(tmp_path):
+    with pytest.raises(ValueError, match="is not a folder"):
+        image_folder.load(str(tmp_path / "nope"), image_size=SIZE)
+    root = _folder(tmp_path, {"a/x.jpg": _jpeg()})
+    with pytest.raises(ValueError, match=r"\(eval\) is empty.*eval_fraction"):
+        image_folder.load(root, image_size=SIZE, eval_fraction=0.0)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [_jpeg()[:-400], b"", b"plain text, not a picture", _png()[:-20]],
+    ids=["truncated_jpeg", "empty", "text", "truncated_png"],
+)
+def test_a_corrupt_file_fails_naming_it_unless_skipped_and_counted(tmp_path, bad):
+    good = {f"a/{k}.jpg": _jpeg(seed=k) for k in range(3)}
+    root = _folder(
+        tmp_path,
+        {
+            **{f"train/{k}": v for k, v in good.items()},
+            "train/a/bad.jpg": bad,
+            "test/a/x.jpg": _jpeg(),
+        },
+    )
+    datasets = pipelines.make_datasets(_config(root, shuffle_buffer=8), seed=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"not an image[\s\S]*bad\.jpg"):
+        list(itertools.islice(datasets.train, 4))
+    skipping = pipelines.make_datasets(_config(root, skip_corrupt=True, batch_size=3), seed=0)
+    assert skipping.num_train_examples == 3
+    assert skipping.train_read_stats.skipped == 1
+    assert skipping.train_read_stats.skipped_records[0][0].endswith("bad.jpg")
+    for batch in itertools.islice(skipping.train, 3):
+        assert batch["inputs"].shape == (3, SIZE, SIZE, 3)
+
+
+def test_a_jpeg_garbled_inside_is_skipped_with_skip_corrupt(tmp_path):
+    garbled = bytearray(_jpeg((200, 200, 3)))
+    garbled[600:2600] = np.random.default_rng(0).integers(0, 256, 2000, np.uint8).tobytes()
+    files = {"train/a/good.jpg": _jpeg(), "train/a/garbled.jpg": bytes(garbled)}
+    files["test/a/x.jpg"] = _jpeg()
+    source = image_folder.load(_folder(tmp_path, files), image_size=SIZE, skip_corrupt=True)
+    assert source.train.num_examples == 1 and source.train.read_stats.skipped == 1
+    assert source.train.read_stats.skipped_records[0][0].endswith("garbled.jpg")
+    # A trainer builds its datasets several times: the scan (and its count) happens once.
+    again = image_folder.load(_folder(tmp_path, {}), image_size=SIZE, skip_corrupt=True)
+    assert again.train.read_stats is source.train.read_stats
+    assert again.train.read_stats.skipped == 1
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"image_size": None}, "needs image_size"),
+        ({"eval_fraction": 1.0}, "eval_fraction must be in"),
+        ({"echo": 2.0, "echo_insert": "before_decode"}, "re-read and re-decode every repeat"),
+        ({"echo": 2.0, "echo_insert": "after_read"}, "save no work"),
+    ],
+)
+def test_config_errors_for_image_folders(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        pipelines.resolve_data_config(_config(tmp_path, **overrides))
+
+
+def test_echo_after_decode_is_allowed(photo_root):
+    datasets = pipelines.make_datasets(
+        _config(photo_root, echo=2.0, echo_insert="after_decode"), seed=0
+    )
+    ids = next(iter(datasets.train))["id"].numpy()
+    assert ids[0] == ids[1] and ids[2] == ids[3]  # each decoded crop, twice
+
+
+def test_inception_needs_encoded_images():
+    config = pipelines.default_data_config()
+    config.source, config.augment, config.num_classes = "arrays", "inception", 2
+    config.train_arrays = {"inputs": np.zeros([8, 4, 4, 3]), "label": np.arange(8) % 2}
+    config.eval_arrays = config.train_arrays
+    config.batch_size = 4
+    with pytest.raises(ValueError, match=r"augment='inception'.*encoded images"):
+        pipelines.make_datasets(config, seed=0)
