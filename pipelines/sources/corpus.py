@@ -21,6 +21,7 @@ name carries the version.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import sys
@@ -45,12 +46,18 @@ def make_files(data_dir: str, *, num_train: int, num_eval: int) -> tuple[str, st
     if all(os.path.exists(path) for path in files):
         return files
     os.makedirs(root, exist_ok=True)
-    paragraphs = list(docstring_paragraphs(sysconfig.get_paths()["stdlib"]))
+    paragraphs = _stdlib_paragraphs()
     held_out = [zlib.crc32(p.encode()) % 1000 < _EVAL_FRACTION * 1000 for p in paragraphs]
     for path, keep, count in zip(files, (False, True), (num_train, num_eval), strict=True):
         chosen = [p for p, out in zip(paragraphs, held_out, strict=True) if out == keep][:count]
         _write_atomically(path, "".join(f"{p}\n" for p in chosen))
     return files
+
+
+@functools.cache
+def _stdlib_paragraphs() -> list[str]:
+    """Parsing the standard library takes seconds: once per process, for every size."""
+    return list(docstring_paragraphs(sysconfig.get_paths()["stdlib"]))
 
 
 def docstring_paragraphs(stdlib: str):

@@ -15,13 +15,9 @@ MAX_LENGTH = 16
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("text_data"))
-
-
-@pytest.fixture(scope="module")
 def corpus_files(data_dir):
-    return corpus.make_files(data_dir, num_train=300, num_eval=60)
+    # The sizes and vocabulary of configs/text_lm.py:smoke: the session generates them once.
+    return corpus.make_files(data_dir, num_train=400, num_eval=100)
 
 
 def _files(directory, **contents: bytes) -> str:
@@ -33,7 +29,7 @@ def _files(directory, **contents: bytes) -> str:
 def _config(data_dir, **overrides):
     config = pipelines.default_data_config()
     config.source, config.augment, config.data_dir = "text", "none", data_dir
-    config.num_train, config.num_eval, config.vocab_size = 300, 60, 300
+    config.num_train, config.num_eval, config.vocab_size = 400, 100, 500
     config.text_max_length, config.batch_size, config.eval_batch_size = MAX_LENGTH, 8, 8
     config.shuffle_buffer = 64
     for key, value in overrides.items():
@@ -43,17 +39,17 @@ def _config(data_dir, **overrides):
 
 def test_corpus_is_prose_from_the_standard_library_split_stably(corpus_files, data_dir):
     train, test = (Path(path).read_text(encoding="utf-8").splitlines() for path in corpus_files)
-    assert (len(train), len(test)) == (300, 60)
+    assert (len(train), len(test)) == (400, 100)
     assert not set(train) & set(test)
     assert all(len(line.split()) >= 5 and ">>>" not in line for line in train + test)
-    assert corpus.make_files(data_dir, num_train=300, num_eval=60) == corpus_files
+    assert corpus.make_files(data_dir, num_train=400, num_eval=100) == corpus_files
 
 
 def test_lines_become_shifted_token_windows_with_ids(corpus_files, data_dir):
-    source = text.load(*corpus_files, data_dir=data_dir, max_length=MAX_LENGTH, vocab_size=300)
-    assert source.num_classes == source.vocab_size <= 300
+    source = text.load(*corpus_files, data_dir=data_dir, max_length=MAX_LENGTH, vocab_size=500)
+    assert source.num_classes == source.vocab_size <= 500
     assert source.input_shape == (None,)
-    assert source.train.num_examples >= 300  # long paragraphs make several windows
+    assert source.train.num_examples >= 400  # long paragraphs make several windows
     elements = [source.train.decode(e) for e in itertools.islice(source.train.dataset, 40)]
     assert [int(e["id"]) for e in elements] == list(range(40))
     first = elements[0]
@@ -97,7 +93,7 @@ def test_bucketing_keeps_padding_low_and_batches_full(corpus_files, data_dir):
     assert max(b["inputs"].shape[1] for b in batches) <= MAX_LENGTH
     bucketed = text.padding_fraction(batches)
     # The same examples in random order, padded per batch of 16 without bucketing.
-    source = text.load(*corpus_files, data_dir=data_dir, max_length=MAX_LENGTH, vocab_size=300)
+    source = text.load(*corpus_files, data_dir=data_dir, max_length=MAX_LENGTH, vocab_size=500)
     decoded = source.train.dataset.map(source.train.decode)
     lengths = np.array([len(element["label"]) for element in decoded])
     lengths = np.random.default_rng(0).permutation(lengths)[:320].reshape(-1, 16)
