@@ -55,7 +55,7 @@ def get_config(arg: str | None = None):
     if smoke:
         config.num_steps, config.warmup_steps = 10, 2
         config.steps_per_loop = config.eval_every_steps = config.checkpoint_every_steps = 5
-        config.timing_steps = 3
+        config.timing_steps = 0  # R is measured by the full run and benchmarks/workloads.py
         config.diagnose_steps = 10
         config.target_accuracy = 0.0
     return config

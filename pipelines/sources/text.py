@@ -123,10 +123,15 @@ def tokenize(tokenizer, lines: tf.Tensor) -> tf.RaggedTensor:
 def batch_stage(batch_size: int, max_length: int, *, drop_remainder: bool):
     """``Dataset -> Dataset``: padded batches of ``batch_size`` examples of similar length.
 
-    Buckets are powers of two up to ``max_length``; a batch is padded to its longest example
-    (not to the bucket's edge), with 0 in every key.
+    Bucket edges grow by 1/8 from 8 tokens up to ``max_length`` (8, 9, 10, ..., 14, 16, 18, 20,
+    23, ...), so a batch pads at most about 1/8 of its tokens; a batch is padded to its longest
+    example (not to the bucket's edge), with 0 in every key. More buckets take longer to fill,
+    which a shuffle buffer of a few thousand examples absorbs.
     """
-    boundaries = [2**k for k in range(3, max_length.bit_length()) if 2**k < max_length]
+    boundaries, edge = [], 8
+    while edge < max_length:
+        boundaries.append(edge)
+        edge = max(edge + 1, edge * 9 // 8)
 
     def apply(dataset: tf.data.Dataset) -> tf.data.Dataset:
         return dataset.bucket_by_sequence_length(

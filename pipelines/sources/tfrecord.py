@@ -201,7 +201,18 @@ def load(
     eval_paths = _glob(eval_files, "eval_files", options)
     train_counts = _count(train_paths, train_files, options)
     eval_counts = _count(eval_paths, eval_files, options)
-    decode_inputs, input_shape = _decoder(_first(train_paths, options), image_size, train_files)
+    first = _first(train_paths, options)
+    decode_inputs, input_shape = _decoder(first, image_size, train_files)
+    crop_decode = None
+    if first["encoding"].decode() != "tensor":
+        # augment="inception": a random-resized crop while decoding (JPEG: only its blocks).
+        def crop_decode(example: dict, seed: tf.Tensor) -> dict:
+            pixels = images.decode_random_crop(
+                example["inputs"], seed, size=input_shape[0], channels=input_shape[-1]
+            )
+            if input_shape[0] != input_shape[1]:  # stored non-square, no image_size: keep shape
+                pixels = tf.image.resize(pixels, input_shape[:2])
+            return {"inputs": pixels, "label": example["label"], "id": example["id"]}
 
     def decode(example: dict) -> dict:
         return {"inputs": decode_inputs(example), "label": example["label"], "id": example["id"]}
@@ -224,6 +235,7 @@ def load(
         return SourceSplit(
             dataset=parsed,
             decode=decode,
+            crop_decode=crop_decode,
             num_examples=sum(counts),
             shard_function=shard_by_file,
             read_stats=stats,

@@ -58,8 +58,9 @@ def test_smoke_variant_runs_through_main(path, tmp_path, data_dir, monkeypatch):
     assert 0.0 <= summary["eval_accuracy"] <= 1.0
     assert summary["fresh_examples"] > 0
     assert summary["emitted_examples"] >= config.num_steps * config.data.batch_size
-    assert summary["upstream_seconds_per_step"] > 0
-    assert summary["downstream_seconds_per_step"] > 0
+    if config.timing_steps:  # the R measurement after training
+        assert summary["upstream_seconds_per_step"] > 0
+        assert summary["downstream_seconds_per_step"] > 0
     records = metrics_writer.read_metrics(workdir)
     assert records[-1]["step"] == config.num_steps
     assert all("train_loss" in r and "fresh_examples" in r for r in records)

@@ -249,3 +249,22 @@ def test_inception_needs_encoded_images():
     config.batch_size = 4
     with pytest.raises(ValueError, match=r"augment='inception'.*encoded images"):
         pipelines.make_datasets(config, seed=0)
+
+
+def test_jpeg_tfrecords_crop_while_decoding_too(tmp_path):
+    from pipelines.sources import tfrecord
+
+    pixels = np.random.default_rng(0).integers(0, 256, (8, 48, 40, 3), dtype=np.uint8)
+    labels = np.arange(8) % 2
+    for split in ("train", "eval"):
+        tfrecord.write(str(tmp_path / f"{split}.tfrecord"), pixels, labels, encoding="jpeg")
+    config = pipelines.default_data_config()
+    config.source, config.num_classes, config.image_size = "tfrecord", 2, SIZE
+    config.train_files, config.eval_files = (
+        str(tmp_path / f"{s}.tfrecord") for s in ("train", "eval")
+    )
+    config.augment, config.batch_size, config.eval_batch_size = "inception", 8, 8
+    config.shuffle_buffer = 0
+    first, second = itertools.islice(pipelines.make_datasets(config, seed=0).train, 2)
+    assert first["inputs"].shape == (8, SIZE, SIZE, 3)
+    assert np.abs(first["inputs"].numpy() - second["inputs"].numpy()).mean() > 0.01
