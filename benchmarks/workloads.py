@@ -339,7 +339,7 @@ def plot(table: list[dict], path: Path) -> None:
         ]
         axis.bar(range(len(rows)), means, yerr=errors, capsize=4, color="tab:blue")
         labels = [f"{e['variant']}\ne={e['factor'] or 'auto'}" for e in rows]
-        axis.set_xticks(range(len(rows)), labels, fontsize=8)
+        axis.set_xticks(range(len(rows)), labels, fontsize=8, rotation=30, ha="right")
         axis.set_ylabel("train seconds to target")
         axis.set_title(f"{name}: wall time to target (bars: min-max over seeds)")
     figure.tight_layout()

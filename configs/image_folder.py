@@ -21,18 +21,7 @@ from trainers import config_args, experiment
 
 
 def get_config(arg: str | None = None):
-    args = config_args.parse(
-        arg,
-        {
-            "echo": str,
-            "max_echo": float,
-            "insert": str,
-            "buffer": int,
-            "prune": bool,
-            "prune_ratio": float,
-            "smoke": bool,
-        },
-    )
+    args = config_args.parse(arg, config_args.TECHNIQUE_ARGUMENTS)
     smoke = args.get("smoke", False)
     config = experiment.default_config()
     config.model = "resnet_imagenet_tiny"
@@ -43,11 +32,7 @@ def get_config(arg: str | None = None):
     data.batch_size, data.eval_batch_size = (16, 32) if smoke else (64, 250)
     # The read stage shuffles file paths: a buffer of the whole set costs a few KB.
     data.shuffle_buffer = data.num_train
-    config_args.set_echo(config, args)
-    data.echo_insert = args.get("insert", "after_augment")
-    data.echo_buffer_size = args.get("buffer", 0)
-    config.prune = args.get("prune", False)
-    config.prune_ratio = args.get("prune_ratio", 0.5)
+    config_args.set_techniques(config, args, insert="after_augment")
     config.learning_rate, config.weight_decay = 3e-3, 1e-4
     config.num_steps, config.warmup_steps = 1_500, 100
     config.eval_every_steps = config.checkpoint_every_steps = 100

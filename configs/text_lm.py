@@ -21,18 +21,7 @@ from trainers import config_args, experiment
 
 
 def get_config(arg: str | None = None):
-    args = config_args.parse(
-        arg,
-        {
-            "echo": str,
-            "max_echo": float,
-            "insert": str,
-            "buffer": int,
-            "prune": bool,
-            "prune_ratio": float,
-            "smoke": bool,
-        },
-    )
+    args = config_args.parse(arg, config_args.TECHNIQUE_ARGUMENTS)
     smoke = args.get("smoke", False)
     config = experiment.default_config()
     config.model = "transformer_lm_small"
@@ -43,11 +32,7 @@ def get_config(arg: str | None = None):
     # Every paragraph of the embedded corpus (it has fewer than this many).
     data.num_train, data.num_eval = 40_000, 10_000
     data.shuffle_buffer = 20_000
-    config_args.set_echo(config, args)
-    data.echo_insert = args.get("insert", "after_decode")
-    data.echo_buffer_size = args.get("buffer", 0)
-    config.prune = args.get("prune", False)
-    config.prune_ratio = args.get("prune_ratio", 0.5)
+    config_args.set_techniques(config, args, insert="after_decode")
     config.learning_rate, config.weight_decay = 1e-3, 1e-2
     config.num_steps, config.warmup_steps = 2_000, 200
     config.eval_every_steps = config.checkpoint_every_steps = 250

@@ -63,6 +63,33 @@ def _convert(key: str, text: str, kind: type) -> object:
         ) from error
 
 
+# The arguments of every workload config for the techniques that work on any workload.
+TECHNIQUE_ARGUMENTS: dict[str, type] = {
+    "echo": str,
+    "max_echo": float,
+    "insert": str,
+    "buffer": int,
+    "prune": bool,
+    "prune_ratio": float,
+    "smoke": bool,
+}
+
+
+def set_techniques(config, args: dict[str, object], *, insert: str) -> None:
+    """Echo (``set_echo``) at ``insert`` unless ``args`` name a point, shuffle after echo
+    (``buffer``) and loss-table pruning (``prune``, ``prune_ratio``) from ``args``.
+
+    Example::
+
+        set_techniques(config, parse("echo=2,prune=1", TECHNIQUE_ARGUMENTS), insert="after_decode")
+    """
+    set_echo(config, args)
+    config.data.echo_insert = args.get("insert", insert)
+    config.data.echo_buffer_size = args.get("buffer", 0)
+    config.prune = args.get("prune", False)
+    config.prune_ratio = args.get("prune_ratio", 0.5)
+
+
 def set_echo(config, args: dict[str, object]) -> None:
     """Sets ``config``'s echo from ``echo`` (a factor, or "auto" with ``max_echo``) in ``args``.
 

@@ -1,8 +1,9 @@
-"""Tests for trainers.config_args.parse: conversions and every error a config argument can hit."""
+"""Tests for trainers.config_args: parse (conversions, every error a config argument can hit) and
+the shared technique arguments."""
 
 import pytest
 
-from trainers import config_args
+from trainers import config_args, experiment
 
 ALLOWED = {"echo": float, "insert": str, "buffer": int, "smoke": bool}
 
@@ -39,3 +40,29 @@ def test_parse_converts_values(arg, expected):
 def test_parse_rejects_bad_arguments(arg, error, message):
     with pytest.raises(error, match=message):
         config_args.parse(arg, ALLOWED)
+
+
+@pytest.mark.parametrize(
+    "arg, echo, auto_max, insert, prune",
+    [
+        ("", 1.0, 0.0, "after_decode", False),
+        ("echo=2,insert=after_batch,prune=1", 2.0, 0.0, "after_batch", True),
+        ("echo=auto,max_echo=4", 1.0, 4.0, "after_decode", False),
+    ],
+)
+def test_set_techniques_reads_the_shared_arguments(arg, echo, auto_max, insert, prune):
+    config = experiment.default_config()
+    args = config_args.parse(arg, config_args.TECHNIQUE_ARGUMENTS)
+    config_args.set_techniques(config, args, insert="after_decode")
+    assert (config.data.echo, config.auto_echo_max_factor) == (echo, auto_max)
+    assert (config.data.echo_insert, config.prune) == (insert, prune)
+
+
+@pytest.mark.parametrize(
+    "arg, message",
+    [("echo=fast", "must be a float or 'auto'"), ("echo=2,max_echo=4", "max_echo needs echo=auto")],
+)
+def test_set_techniques_rejects_bad_echo_arguments(arg, message):
+    args = config_args.parse(arg, config_args.TECHNIQUE_ARGUMENTS)
+    with pytest.raises(ValueError, match=message):
+        config_args.set_techniques(experiment.default_config(), args, insert="after_decode")
