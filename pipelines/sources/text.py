@@ -123,8 +123,8 @@ def tokenize(tokenizer, lines: tf.Tensor) -> tf.RaggedTensor:
 def batch_stage(batch_size: int, max_length: int, *, drop_remainder: bool):
     """``Dataset -> Dataset``: padded batches of ``batch_size`` examples of similar length.
 
-    Bucket edges grow by 1/8 from 8 tokens up to ``max_length`` (8, 9, 10, ..., 14, 16, 18, 20,
-    23, ...), so a batch pads at most about 1/8 of its tokens; a batch is padded to its longest
+    Bucket edges grow by 1/8 from 8 tokens up to ``max_length`` (8, 9, ..., 16, 18, 20, 22, 24,
+    27, 30, ...), so a batch pads at most about 1/8 of its tokens; a batch is padded to its longest
     example (not to the bucket's edge), with 0 in every key. More buckets take longer to fill,
     which a shuffle buffer of a few thousand examples absorbs.
     """
