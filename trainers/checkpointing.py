@@ -20,6 +20,7 @@ stderr and the next older one is restored instead.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import tensorflow as tf
@@ -84,3 +85,38 @@ def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     message = text[0] if text else type(error).__name__
     return message if len(message) <= 300 else message[:300] + "..."
+
+
+def run_manager(config, workdir: str, trainer, techniques, counts, clock):
+    """A manager over everything a resumed run needs (``workdir/checkpoints``: model,
+    optimizer, step, meters, clock, every technique's state and, when
+    ``config.checkpoint_iterator``, the input iterator), restored from the newest checkpoint."""
+    objects = dict(
+        model=trainer.model,
+        optimizer=trainer.optimizer,
+        step=trainer.step,
+        meters=counts,
+        clock=clock,
+    )
+    for technique in techniques:
+        objects.update(technique.checkpointed())
+    if config.checkpoint_iterator:
+        if isinstance(trainer.iterator, tf.__internal__.tracking.Trackable):
+            objects["iterator"] = trainer.iterator
+        else:
+            # tf.distribute's multi-device iterators (e.g. MirroredStrategy's) cannot be saved.
+            print(
+                f"Not checkpointing the input iterator: {type(trainer.iterator).__name__} under "
+                f"{type(trainer.strategy).__name__} is not saveable; a resumed run restarts the "
+                "input stream (model, optimizer, step and meters are still restored).",
+                file=sys.stderr,
+            )
+    manager = make_manager(
+        os.path.join(workdir, "checkpoints"),
+        max_to_keep=config.max_checkpoints_to_keep,
+        **objects,
+    )
+    restored = restore_latest(manager)
+    if restored:
+        print(f"Resumed from {restored} at step {int(trainer.step.numpy())}.", file=sys.stderr)
+    return manager

@@ -19,7 +19,8 @@ examples consumed cross a multiple of ``eval_every_fresh_examples``); records th
 crossing of ``target_accuracy`` (and stops there with ``stop_at_target``); ends, evaluates and
 checkpoints early when a technique's ``progress()`` reaches 1 (a run pruning measures in
 epochs, ``num_steps`` being its upper bound); writes one metrics
-row per loop with the techniques' scalars; and saves checkpoints. Evaluation is on the run's
+row per loop with the techniques' scalars; and saves checkpoints (also at the step reached when
+Ctrl-C or the binary's SIGTERM interrupts it: ``RunInterrupted``). Evaluation is on the run's
 clock (part of the cost of reaching the target) unless ``Schedule.evaluation_on_clock`` is off.
 """
 
@@ -122,6 +123,18 @@ class RunClock(tf.Module):
             self.target_fresh.assign(fresh)
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or the binary's SIGTERM) stopped training; a checkpoint of ``step`` was saved.
+
+    A ``KeyboardInterrupt``, so code that handles those still does; re-running the same
+    command with the same workdir resumes from ``checkpoint`` (None: nothing was saved).
+    """
+
+    def __init__(self, step: int, checkpoint: str | None):
+        super().__init__(f"interrupted at step {step}; saved {checkpoint}")
+        self.step, self.checkpoint = step, checkpoint
+
+
 class Controller:
     """Drives an ``InnerLoop`` to ``schedule.num_steps`` (see the module docstring)."""
 
@@ -164,7 +177,27 @@ class Controller:
         return any(float(value) >= 1.0 for value in progress if value is not None)
 
     def run(self) -> tuple[int, dict[str, float]]:
-        """Trains to the end (or the target); returns the step reached and the last evaluation."""
+        """Trains to the end (or the target); returns the step reached and the last evaluation.
+
+        Raises:
+          RunInterrupted: Ctrl-C (or the binary's SIGTERM) arrived; with a ``manager``, a
+            checkpoint of the step reached was saved first.
+        """
+        try:
+            return self._run()
+        except KeyboardInterrupt as interrupt:
+            if isinstance(interrupt, RunInterrupted):
+                raise
+            # An interrupt arrives between TF calls: model, optimizer and step agree here.
+            step = _current_step(self.trainer)
+            saved = None
+            if self.manager is not None:
+                saved = self.manager.latest_checkpoint
+                if saved is None or not saved.endswith(f"-{step}"):
+                    saved = self.manager.save(checkpoint_number=step)
+            raise RunInterrupted(step, saved) from interrupt
+
+    def _run(self) -> tuple[int, dict[str, float]]:
         step = _current_step(self.trainer)
         # A resumed run: the steps before it (at today's echo factor; exact for a static one).
         echo_factor = math.prod(t.echo_factor() for t in self.techniques)
