@@ -10,7 +10,9 @@ Example::
 ``mode`` in assm/passm/passm_plus needs a ``ParameterServerStrategy`` (``strategy =
 "parameter_server"``: a loopback cluster started here, or ``cluster_spec`` to join); under any
 other strategy the run logs a warning and trains synchronously (same momentum update, same
-steps and learning-rate decays). The outer loop is ``trainers.controller``'s, as for every run.
+steps and learning-rate decays). The outer loop is ``trainers.controller``'s, and the data path
+``pipelines.make_datasets``, as for every run: the arrays ``pipelines.sources.generated`` makes
+(in the dataset graph, so workers need no filesystem), read by every worker from its own offset.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ import os
 from typing import Any
 
 import keras
+import ml_collections
 import tensorflow as tf
 from absl import logging
 
-from trainers import async_data, async_partitioned, models, passm_schedule, strategies
+import pipelines
+from pipelines.sources import generated
+from trainers import async_partitioned, models, passm_schedule, strategies
 
 # Strategies the asynchronous trainer runs under (the synchronous ones as a fallback).
 STRATEGIES = ("parameter_server", "default", "mirrored")
@@ -51,19 +56,15 @@ def train_and_evaluate(
             type(strategy).__name__,
         )
         mode = "sync"
-    data = async_data.load(
-        config.dataset, num_train=config.num_train, num_eval=config.num_eval, seed=config.data_seed
-    )
+    data = data_config(config)
     num_workers = config.num_workers if is_ps else 1
     trainer = _make_trainer(config, strategy, data, num_workers, is_ps)
     phases = _phases(config, mode, num_workers)
     result = trainer.run(
-        async_data.make_dataset_fn(
-            data, batch_size=config.batch_size, seed=config.seed, num_workers=num_workers
-        ),
+        train_dataset_fn(data, seed=config.seed, num_workers=num_workers),
         phases,
         eval_every=config.eval_every,
-        evaluate=async_data.make_evaluate(data),
+        evaluate=make_evaluate(data, seed=config.seed),
         workdir=workdir,
         target_accuracy=config.get("target_accuracy"),
     )
@@ -100,9 +101,11 @@ def _check_mode(config, strategy) -> bool:
 
 
 def _make_trainer(config, strategy, data, num_workers: int, is_ps: bool):
+    input_shape = data.train_arrays.inputs.shape[1:]
+
     def model_fn() -> keras.Model:
         keras.utils.set_random_seed(config.seed)
-        return models.build_model(config.model, data.input_shape, async_data.NUM_CLASSES)
+        return models.build_model(config.model, input_shape, data.num_classes)
 
     if is_ps:
         return async_partitioned.AsyncPartitionedTrainer(
@@ -126,3 +129,53 @@ def _phases(config, mode: str, num_workers: int) -> list[passm_schedule.Phase]:
         assm_warmup_fraction=config.assm_warmup_fraction,
         assm_window_fraction=config.assm_window_fraction,
     )
+
+
+def data_config(config) -> ml_collections.ConfigDict:
+    """The run's data through the one data path (``pipelines.make_datasets``): in-memory arrays
+    (``pipelines.sources.generated``), fully shuffled, no augmentation."""
+    data = pipelines.default_data_config()
+    data.source, data.augment = "arrays", "none"
+    data.train_arrays, data.eval_arrays = generated.arrays(
+        config.dataset, num_train=config.num_train, num_eval=config.num_eval, seed=config.data_seed
+    )
+    data.num_classes = generated.NUM_CLASSES
+    data.batch_size = config.batch_size
+    data.shuffle_buffer = config.num_train
+    data.prefetch = 2
+    return data
+
+
+def train_dataset_fn(data: ml_collections.ConfigDict, *, seed: int, num_workers: int):
+    """``dataset_fn(worker_index)``: the train pipeline as ``(inputs, label)`` batches.
+
+    Every worker reads the whole seeded stream, from its own offset (worker w starts w/c of an
+    epoch in), so concurrent steps see different examples while every worker still sees every
+    example: PASSM must not give a block only a shard of the data.
+    """
+    num_examples = len(data.train_arrays.label)
+
+    def dataset_fn(worker_index: tf.Tensor) -> tf.data.Dataset:
+        offset = tf.cast(worker_index, tf.int64) * (num_examples // max(num_workers, 1))
+        skip = ("after_read", "worker_offset", lambda dataset: dataset.skip(offset))
+        train = pipelines.make_datasets(data, seed=seed, insertions=[skip]).train
+        return train.map(lambda batch: (batch["inputs"], batch["label"]))
+
+    return dataset_fn
+
+
+def make_evaluate(data: ml_collections.ConfigDict, *, seed: int):
+    """``evaluate(model)``: accuracy on the eval split, run where it is called."""
+    dataset = pipelines.make_datasets(data, seed=seed).eval
+
+    def evaluate(model: keras.Model) -> float:
+        correct = total = 0
+        for batch in dataset:
+            logits = model(batch["inputs"], training=False)
+            predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
+            labels = tf.cast(batch["label"], tf.int32)
+            correct += int(tf.reduce_sum(tf.cast(predictions == labels, tf.int32)))
+            total += int(tf.size(labels))
+        return correct / total
+
+    return evaluate
