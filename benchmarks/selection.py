@@ -33,8 +33,9 @@ Headline (``selection.json``, floats, null where not reached):
 * ``prune_accuracy_delta``: ``prune``'s mean final accuracy minus ``full``'s, in points;
 * ``prune_step_fraction``: ``prune``'s steps / ``full``'s steps;
 * ``select_batch_speedup``: ``full``'s train seconds to the target / ``select``'s;
-* the other methods the issue names (Assistants, PGD) are null here: not built into this
-  benchmark yet.
+* the Assistants' keys are null here: not built into this benchmark yet; PGD's
+  (``pgd_steps_speedup_clean``, ``pgd_wall_speedup_clean``) are null here because PGD runs on
+  its own clean sets, in ``benchmarks/pgd_clean.py`` (``pgd_clean.json``).
 """
 
 from __future__ import annotations

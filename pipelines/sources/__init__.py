@@ -24,74 +24,103 @@ __all__ = ["ReadStats", "Source", "SourceSplit", "check_not_empty", "load"]
 
 def load(config: ml_collections.ConfigDict) -> Source:
     """Returns the source a resolved data config names (see ``pipelines.resolve_data_config``)."""
-    if config.source == "mnist1d":
-        from pipelines.sources import mnist1d
+    loader = _LOADERS.get(config.source)
+    if loader is None:
+        raise ValueError(
+            f"data config source must be one of {list(data_config.SOURCES)}, got {config.source!r}."
+        )
+    return loader(config)
 
-        return mnist1d.load(config.num_train, config.num_eval, data_config.data_dir(config))
-    if config.source == "arrays":
-        from pipelines.sources import arrays
 
-        return arrays.load(config.train_arrays, config.eval_arrays, config.num_classes)
-    if config.source == "image_folder":
-        from pipelines.sources import image_folder, photos
+# Each loader imports its source on first use: TFDS, gcsfs and tensorflow-text load only when a
+# config asks for them.
 
-        root = config.image_dir or photos.make_folder(
+
+def _mnist1d(config: ml_collections.ConfigDict) -> Source:
+    from pipelines.sources import mnist1d
+
+    return mnist1d.load(config.num_train, config.num_eval, data_config.data_dir(config))
+
+
+def _arrays(config: ml_collections.ConfigDict) -> Source:
+    from pipelines.sources import arrays
+
+    return arrays.load(config.train_arrays, config.eval_arrays, config.num_classes)
+
+
+def _image_folder(config: ml_collections.ConfigDict) -> Source:
+    from pipelines.sources import image_folder, photos
+
+    root = config.image_dir or photos.make_folder(
+        data_config.data_dir(config), num_train=config.num_train, num_eval=config.num_eval
+    )
+    return image_folder.load(
+        os.path.expanduser(root),
+        image_size=config.image_size,
+        train_split=config.train_split,
+        eval_split=config.eval_split,
+        eval_fraction=config.eval_fraction,
+        skip_corrupt=config.skip_corrupt,
+    )
+
+
+def _text(config: ml_collections.ConfigDict) -> Source:
+    from pipelines.sources import corpus, text
+
+    files = (config.train_files, config.eval_files)
+    if not config.train_files:
+        files = corpus.make_files(
             data_config.data_dir(config), num_train=config.num_train, num_eval=config.num_eval
         )
-        return image_folder.load(
-            os.path.expanduser(root),
-            image_size=config.image_size,
-            train_split=config.train_split,
-            eval_split=config.eval_split,
-            eval_fraction=config.eval_fraction,
-            skip_corrupt=config.skip_corrupt,
-        )
-    if config.source == "text":
-        from pipelines.sources import corpus, text
-
-        files = (config.train_files, config.eval_files)
-        if not config.train_files:
-            files = corpus.make_files(
-                data_config.data_dir(config), num_train=config.num_train, num_eval=config.num_eval
-            )
-        return text.load(
-            *files,
-            data_dir=data_config.data_dir(config),
-            max_length=config.text_max_length,
-            vocab_size=config.vocab_size,
-        )
-    if config.source == "tfds":
-        from pipelines.sources import tfds
-
-        return tfds.load(
-            config.name,
-            data_dir=data_config.data_dir(config),
-            train_split=config.train_split,
-            eval_split=config.eval_split,
-            num_classes=config.num_classes,
-            image_size=config.image_size,
-        )
-    if config.source == "tfrecord":
-        from pipelines.sources import record_reader, tfrecord
-
-        options = tfrecord.ReadOptions(
-            skip_corrupt=config.skip_corrupt,
-            gcs_request_attempts=config.gcs_request_attempts,
-            gcs_retry=record_reader.RetryPolicy(
-                attempts=config.gcs_read_attempts,
-                delay=float(config.gcs_retry_delay),
-                max_delay=float(config.gcs_max_retry_delay),
-            ),
-            gcs_block_size=config.gcs_block_size,
-            num_parallel_calls=config.num_parallel_calls,
-        )
-        return tfrecord.load(
-            config.train_files,
-            config.eval_files,
-            num_classes=config.num_classes,
-            image_size=config.image_size,
-            options=options,
-        )
-    raise ValueError(
-        f"data config source must be one of {list(data_config.SOURCES)}, got {config.source!r}."
+    return text.load(
+        *files,
+        data_dir=data_config.data_dir(config),
+        max_length=config.text_max_length,
+        vocab_size=config.vocab_size,
     )
+
+
+def _tfds(config: ml_collections.ConfigDict) -> Source:
+    from pipelines.sources import tfds
+
+    return tfds.load(
+        config.name,
+        data_dir=data_config.data_dir(config),
+        train_split=config.train_split,
+        eval_split=config.eval_split,
+        num_classes=config.num_classes,
+        image_size=config.image_size,
+    )
+
+
+def _tfrecord(config: ml_collections.ConfigDict) -> Source:
+    from pipelines.sources import record_reader, tfrecord
+
+    options = tfrecord.ReadOptions(
+        skip_corrupt=config.skip_corrupt,
+        gcs_request_attempts=config.gcs_request_attempts,
+        gcs_retry=record_reader.RetryPolicy(
+            attempts=config.gcs_read_attempts,
+            delay=float(config.gcs_retry_delay),
+            max_delay=float(config.gcs_max_retry_delay),
+        ),
+        gcs_block_size=config.gcs_block_size,
+        num_parallel_calls=config.num_parallel_calls,
+    )
+    return tfrecord.load(
+        config.train_files,
+        config.eval_files,
+        num_classes=config.num_classes,
+        image_size=config.image_size,
+        options=options,
+    )
+
+
+_LOADERS = {
+    "mnist1d": _mnist1d,
+    "arrays": _arrays,
+    "image_folder": _image_folder,
+    "text": _text,
+    "tfds": _tfds,
+    "tfrecord": _tfrecord,
+}

@@ -1,0 +1,44 @@
+"""Runs benchmarks/pgd_clean.py --quick once and checks what its JSON says."""
+
+import json
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory, load_benchmark):
+    output = tmp_path_factory.mktemp("pgd_clean") / "pgd_clean.json"
+    benchmark = load_benchmark("pgd_clean")
+    benchmark.main(["--quick", "--output", str(output)])
+    return json.loads(output.read_text()), output, benchmark.METHODS
+
+
+def test_quick_run_reports_every_method_on_both_sets(quick):
+    result, output, methods = quick
+    assert output.with_suffix(".png").stat().st_size > 0
+    assert {"pgd_steps_speedup_clean", "pgd_wall_speedup_clean"} <= set(result["headline"])
+    assert all(v is None or isinstance(v, float) for v in result["headline"].values())
+    for name, dataset in result["datasets"].items():
+        assert list(dataset["runs"]) == list(methods), name
+        starts = {run["curves"][0]["train_loss"][0] for run in dataset["runs"].values()}
+        assert len(starts) == 1, f"{name}: every method starts from the same weights"
+        for target in dataset["summary"].values():
+            sgd = target["methods"]["sgd"]
+            # Targets are SGD's worst seed's losses, so SGD reaches each one in every seed.
+            assert sgd["reached"] == sgd["seeds"] and sgd["steps_speedup"] == 1.0
+
+
+def test_exact_top_k_steps_further_along_the_full_gradient_than_uniform_batches(quick):
+    # G·∇L/‖∇L‖² is 1 in expectation for a uniform batch; the oracle's top-k by ḡ·g_i with
+    # exact ḡ maximises it over the batch's top half, so it must be well above SGD's.
+    for name, dataset in quick[0]["datasets"].items():
+        alignment = dataset["alignment"]
+        assert alignment["oracle"] > 2 * alignment["sgd"], name
+
+
+def test_first_reaching_takes_the_first_evaluation_at_the_target(load_benchmark):
+    first_reaching = load_benchmark("pgd_clean").first_reaching
+    curve = {"step": [0, 10, 20, 30], "seconds": [0, 1, 2, 3], "train_loss": [2, 1.5, 0.9, 0.5]}
+    assert first_reaching(curve, 1.0) == {"step": 20, "seconds": 2}
+    assert first_reaching(curve, 0.5) == {"step": 30, "seconds": 3}
+    assert first_reaching(curve, 0.1) is None
