@@ -33,6 +33,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
+from echoing.meters import EchoMeters
 from echoing.types import DatasetTransformation
 
 # Elements whose dense components together are at most this many bytes take the vectorised path.
@@ -73,6 +74,7 @@ def echo(
     seed: int | None = None,
     name: str | None = None,
     implementation: str = "auto",
+    meters: EchoMeters | None = None,
 ) -> DatasetTransformation:
     """Returns a transformation that repeats each element ``factor`` times in expectation.
 
@@ -95,12 +97,18 @@ def echo(
       implementation: "auto" (the default) picks by static element size; "vectorized" or
         "per_element" force one path (benchmarks compare them; "vectorized" needs fixed-shape
         dense elements).
+      meters: an ``echoing.meters.EchoMeters`` whose ``fresh`` counter counts the stage's inputs
+        and ``emitted`` its outputs, inside the stage: once per internal group of up to 256
+        elements on the vectorised path, and in the function the per-element path runs anyway.
+        Counting stages of their own (``ElementCounter.count()``) map once per element, which
+        costs more than a vectorised echo itself (``benchmarks/echo_throughput.py``).
 
     Returns:
       A function ``Dataset -> Dataset`` for ``Dataset.apply``.
 
     Raises:
-      TypeError: ``factor`` is not a real number, ``buffer_size`` or ``seed`` not an integer.
+      TypeError: ``factor`` is not a real number, ``buffer_size`` or ``seed`` not an integer,
+        ``meters`` not an ``EchoMeters``.
       ValueError: ``factor`` is not finite and positive or above ``MAX_FACTOR``, ``buffer_size``
         is not positive.
       tf.errors.InvalidArgumentError: while iterating, when a live ``factor`` holds a value
@@ -114,6 +122,11 @@ def echo(
     factor = _validate_factor(factor)
     buffer_size = _validate_positive_int("buffer_size", buffer_size, "e.g. buffer_size=10_000")
     seed = _validate_seed(seed)
+    if meters is not None and not isinstance(meters, EchoMeters):
+        raise TypeError(
+            f"meters must be an echoing.meters.EchoMeters or None, got {type(meters).__name__}; "
+            "e.g. meters=echoing.meters.EchoMeters()."
+        )
     if implementation not in _IMPLEMENTATIONS:
         raise ValueError(
             f"implementation must be one of {_IMPLEMENTATIONS}, got {implementation!r}; "
@@ -127,7 +140,7 @@ def echo(
                 "use `dataset.apply(echo(factor))`."
             )
         with tf.name_scope(name or "echo"):
-            echoed = _echo(dataset, factor, seed, name, implementation)
+            echoed = _echo(dataset, factor, seed, name, implementation, meters)
             if buffer_size is not None:
                 echoed = echoed.shuffle(buffer_size, seed=seed, name=_child(name, "shuffle"))
         return echoed
@@ -135,17 +148,19 @@ def echo(
     return apply
 
 
-def _echo(dataset, factor, seed: int | None, name: str | None, implementation: str):
+def _echo(dataset, factor, seed: int | None, name: str | None, implementation: str, meters):
     live = isinstance(factor, tf.Variable)
-    if not live and factor == 1:
+    if not live and factor == 1 and meters is None:
         return dataset
     vectorized = _vectorized_element_bytes(dataset.element_spec, implementation)
     if not live and float(factor).is_integer():
         if vectorized is not None:
-            echoed = _repeat_vectorized(dataset, None, int(factor), vectorized, name)
+            echoed = _repeat_vectorized(dataset, None, int(factor), vectorized, name, meters)
         else:
             echoed = dataset.flat_map(
-                lambda *x: tf.data.Dataset.from_tensors(_unpack(x)).repeat(int(factor)),
+                lambda *x: tf.data.Dataset.from_tensors(
+                    _counted(_unpack(x), meters, int(factor))
+                ).repeat(int(factor)),
                 name=_child(name, "flat_map"),
             )
         return _keep_cardinality(echoed, dataset, factor)
@@ -154,19 +169,19 @@ def _echo(dataset, factor, seed: int | None, name: str | None, implementation: s
     # stream, so the output for a seed does not depend on which path runs.
     draws = tf.data.Dataset.random(seed=seed, name=_child(name, "random"))
     if vectorized is not None:
-        echoed = _repeat_vectorized(dataset, draws, factor, vectorized, name)
+        echoed = _repeat_vectorized(dataset, draws, factor, vectorized, name, meters)
     else:
         counts = _count_groups(draws, factor, _PER_ELEMENT_COUNT_GROUP, name).unbatch(
             name=_child(name, "counts_unbatch")
         )
         echoed = tf.data.Dataset.zip((dataset, counts), name=_child(name, "zip")).flat_map(
-            lambda x, count: tf.data.Dataset.from_tensors(x).repeat(count),
+            lambda x, count: tf.data.Dataset.from_tensors(_counted(x, meters, count)).repeat(count),
             name=_child(name, "flat_map"),
         )
     return _keep_cardinality(echoed, dataset, factor)
 
 
-def _repeat_vectorized(dataset, draws, factor, element_bytes, name):
+def _repeat_vectorized(dataset, draws, factor, element_bytes, name, meters=None):
     """batch(k) -> tf.repeat along the batch axis -> unbatch, with k sized to the element."""
     group = int(
         np.clip(
@@ -176,6 +191,14 @@ def _repeat_vectorized(dataset, draws, factor, element_bytes, name):
         )
     )
     batched = dataset.batch(group, name=_child(name, "batch"))
+    if meters is not None:
+        # Once per group, in a map of its own: a stateful op would keep the copying map serial.
+        # A static integral factor emits factor x the inputs, so one map counts both.
+        static = draws is None
+        batched = batched.map(
+            lambda *x: _counted_group(_unpack(x), meters, factor if static else None),
+            name=_child(name, "count"),
+        )
     if draws is None:
         repeated = batched.map(
             lambda *x: tf.nest.map_structure(lambda t: tf.repeat(t, factor, axis=0), _unpack(x)),
@@ -201,7 +224,32 @@ def _repeat_vectorized(dataset, draws, factor, element_bytes, name):
             return tf.nest.map_structure(lambda t: tf.repeat(t, counts, axis=0), x)
 
         repeated = zipped.map(repeat, name=_child(name, "repeat"))
+    if meters is not None and draws is not None:
+        repeated = repeated.apply(meters.emitted.count(rows=True))
     return repeated.unbatch(name=_child(name, "unbatch"))
+
+
+def _counted_group(group, meters: EchoMeters, factor: int | None):
+    """``group`` (a batch of inputs), counted as fresh and, for a static ``factor``, as
+    ``factor`` times as many emitted outputs."""
+    rows = tf.shape(tf.nest.flatten(group)[0], out_type=tf.int64)[0]
+    increments = [meters.fresh.variable.assign_add(rows)]
+    if factor is not None:
+        increments.append(meters.emitted.variable.assign_add(rows * factor))
+    with tf.control_dependencies(increments):
+        return tf.nest.map_structure(tf.identity, group)
+
+
+def _counted(element, meters: EchoMeters | None, echoes):
+    """``element``, after counting it as one fresh input and ``echoes`` emitted outputs."""
+    if meters is None:
+        return element
+    increments = [
+        meters.fresh.variable.assign_add(1),
+        meters.emitted.variable.assign_add(tf.cast(echoes, tf.int64)),
+    ]
+    with tf.control_dependencies(increments):
+        return tf.nest.map_structure(tf.identity, element)
 
 
 def _count_groups(draws: tf.data.Dataset, factor, group: int, name: str | None):

@@ -21,8 +21,9 @@ Example::
     assert counts.result() == {"fresh_examples": 10, "emitted_examples": 20, "echo_ratio": 2.0}
 
 Overhead: one ``map`` with a variable ``assign_add`` per element it counts (measured in
-``benchmarks/echo_throughput.py``: a few µs per counted element on a 2-core CPU). Count after
-``batch()`` with ``rows=True`` to pay it once per batch instead.
+``benchmarks/echo_throughput.py``: tens of µs per counted element on a 2-core CPU). Count after
+``batch()`` with ``rows=True`` to pay it once per batch instead, or let the echo stage count its
+own inputs and outputs, ``echo(e, meters=counts)``, once per internal group of elements.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ def test_echo_emits_factor_times_the_identity_examples(results):
             expected = row["factor"] * out["identity"]
         else:  # the echoed examples then go through batch(drop_remainder=True)
             expected = row["factor"] * row["inputs"] // batch_size * batch_size
-        for method in ("one_liner", "vectorized", "echo", "echo+meters"):
+        for method in ("one_liner", "vectorized", "echo", "echo+meters", "echo+fused meters"):
             assert out[method] == expected, (row["element"], row["level"], method)
 
 
@@ -35,3 +35,14 @@ def test_ratios_are_computed_from_the_measured_rates(results):
         assert row["echo_vs_one_liner"] == pytest.approx(rate["echo"] / rate["one_liner"])
         best = max(rate["one_liner"], rate["vectorized"])
         assert row["echo_vs_best_baseline"] == pytest.approx(rate["echo"] / best)
+
+
+def test_headline_is_the_largest_fused_counting_overhead(results):
+    data = results[0]
+    overheads = []
+    for row in data["rows"]:
+        rate = row["examples_per_second"]
+        overhead = 1 - rate["echo+fused meters"] / rate["echo"]
+        assert row["fused_meters_overhead"] == pytest.approx(overhead)
+        overheads.append(overhead)
+    assert data["headline"]["counting_overhead_max"] == pytest.approx(max(overheads))
