@@ -122,11 +122,7 @@ def echo(
     factor = _validate_factor(factor)
     buffer_size = _validate_positive_int("buffer_size", buffer_size, "e.g. buffer_size=10_000")
     seed = _validate_seed(seed)
-    if meters is not None and not isinstance(meters, EchoMeters):
-        raise TypeError(
-            f"meters must be an echoing.meters.EchoMeters or None, got {type(meters).__name__}; "
-            "e.g. meters=echoing.meters.EchoMeters()."
-        )
+    _validate_meters(meters)
     if implementation not in _IMPLEMENTATIONS:
         raise ValueError(
             f"implementation must be one of {_IMPLEMENTATIONS}, got {implementation!r}; "
@@ -398,6 +394,14 @@ def _validate_positive_int(argument: str, value, example: str) -> int | None:
     if value <= 0:
         raise ValueError(f"{argument} must be > 0, got {value!r}; {example}, or None for none.")
     return int(value)
+
+
+def _validate_meters(meters) -> None:
+    if meters is not None and not isinstance(meters, EchoMeters):
+        raise TypeError(
+            f"meters must be an echoing.meters.EchoMeters or None, got {type(meters).__name__}; "
+            "e.g. meters=echoing.meters.EchoMeters()."
+        )
 
 
 def _validate_seed(seed) -> int | None:
