@@ -203,16 +203,7 @@ def load(
     eval_counts = _count(eval_paths, eval_files, options)
     first = _first(train_paths, options)
     decode_inputs, input_shape = _decoder(first, image_size, train_files)
-    crop_decode = None
-    if first["encoding"].decode() != "tensor":
-        # augment="inception": a random-resized crop while decoding (JPEG: only its blocks).
-        def crop_decode(example: dict, seed: tf.Tensor) -> dict:
-            pixels = images.decode_random_crop(
-                example["inputs"], seed, size=input_shape[0], channels=input_shape[-1]
-            )
-            if input_shape[0] != input_shape[1]:  # stored non-square, no image_size: keep shape
-                pixels = tf.image.resize(pixels, input_shape[:2])
-            return {"inputs": pixels, "label": example["label"], "id": example["id"]}
+    crop_decode = _crop_decoder(input_shape) if first["encoding"].decode() != "tensor" else None
 
     def decode(example: dict) -> dict:
         return {"inputs": decode_inputs(example), "label": example["label"], "id": example["id"]}
@@ -247,6 +238,21 @@ def load(
         num_classes=int(num_classes),
         input_shape=input_shape,
     )
+
+
+def _crop_decoder(input_shape: tuple[int, ...]):
+    """For ``augment="inception"``: a random-resized crop while decoding encoded images (of a
+    JPEG, only the blocks the crop covers), to ``input_shape``."""
+
+    def crop_decode(example: dict, seed: tf.Tensor) -> dict:
+        pixels = images.decode_random_crop(
+            example["inputs"], seed, size=input_shape[0], channels=input_shape[-1]
+        )
+        if input_shape[0] != input_shape[1]:  # stored non-square, no image_size: keep shape
+            pixels = tf.image.resize(pixels, input_shape[:2])
+        return {"inputs": pixels, "label": example["label"], "id": example["id"]}
+
+    return crop_decode
 
 
 def _parse(record: tf.Tensor) -> dict:
