@@ -132,22 +132,27 @@ class AutoEchoCallback(keras.callbacks.Callback):
         auto = echoing.AutoEcho(max_factor=8)
         callback = echoing.keras.AutoEchoCallback(auto)
         train = (slow_batches.apply(auto.echo())     # batch echoing, the factor read live
-                 .prefetch(2).apply(callback.stamp))  # last: stamps each batch as fit takes it
+                 .prefetch(2).apply(callback.stamp))  # last: stamps each batch's ready time
         model.fit(train, steps_per_epoch=100, epochs=3, callbacks=[callback])
         print(float(auto.factor))
 
     ``fit`` does not say how long a step waited for its batch, so ``stamp`` (applied as the
-    pipeline's last transformation, after ``prefetch``) records in a host variable the time each
-    batch reached the train step: its map runs in the thread that asked for the batch, once the
-    batch is ready (``fit`` keeps a batch or two in flight behind it, so this is when a batch
-    became ready for a step). The wait of a step is the time from its start
-    (``on_train_batch_begin``) to the latest such stamp, 0 when the batch was there before the
-    step began. When batches are produced during steps but faster than them, this counts their
-    production time as wait: an over-estimate bounded by the batch's production time, small
-    when the pipeline keeps up. The step's time is from its start to its end. Each step is one
+    pipeline's last transformation, after ``prefetch``) carries with each batch the time it
+    became ready (taken before a one-element buffer of its own), and records that time in a host
+    variable when the train step takes the batch. The wait of a step is the time from its start
+    (``on_train_batch_begin``) to its batch's ready time, 0 when the batch was ready before the
+    step began; the step's time is from its start to its end. ``stamp`` turns off tf.data's
+    injected final prefetch (``inject_prefetch``), which would run the recording ahead of the
+    steps and credit each step with a later batch's time: that made every step look
+    input-bound, and the factor climbed to its bound on pipelines that kept up. Each step is one
     ``AutoEcho.observe``; the first (tracing) step of a fit is skipped. The factor is added to
     the epoch logs (``History``, TensorBoard) as ``echo_factor``. Assumes ``steps_per_execution``
     = 1 (with more, only the first batch of each execution is timed).
+
+    For factors above 2 or 3, echo examples rather than batches where the pipeline allows it
+    (``unbatch()``, the echo stage, a ``shuffle`` and ``batch()`` again): copies of an example
+    then land in different batches, which loses less per echoed step than training on the
+    same batch several times in a row (``benchmarks/keras_fit.py`` measures both).
     """
 
     def __init__(self, auto_echo):
@@ -160,15 +165,26 @@ class AutoEchoCallback(keras.callbacks.Callback):
         self.observations = 0
 
     def stamp(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """The pipeline's last transformation: records when each element is handed over."""
+        """The pipeline's last transformation: records when each element became ready."""
         arrival = self._arrival
 
-        def record(*element):
-            with tf.control_dependencies([arrival.assign(tf.timestamp())]):
+        def tag(*element):
+            return element, tf.timestamp()
+
+        def record(element, ready):
+            with tf.control_dependencies([arrival.assign(ready)]):
                 element = tf.nest.map_structure(tf.identity, element)
             return element if len(element) > 1 else element[0]
 
-        return dataset.map(record, name="auto_echo_stamp")
+        # The ready time is taken before a one-element buffer and read after it: a batch that
+        # was waiting in the buffer when the step began counts no wait, however long fit takes
+        # to dispatch the step to its GetNext.
+        tagged = dataset.map(tag, name="auto_echo_ready").prefetch(1)
+        # tf.data would add an autotuned buffer after a pipeline's last synchronous map: that
+        # map would then run ahead of the steps, and the stamp would belong to a later batch.
+        options = tf.data.Options()
+        options.experimental_optimization.inject_prefetch = False
+        return tagged.map(record, name="auto_echo_stamp").with_options(options)
 
     def on_train_begin(self, logs=None):
         self._traced = False

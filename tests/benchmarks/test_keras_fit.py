@@ -18,22 +18,21 @@ def test_quick_run_compares_auto_echo_and_a_fixed_factor_with_plain_fit(quick_re
     headline = result["headline"]
     assert set(headline) == {
         "autoecho_fit_speedup",
-        "autoecho_capped_fit_speedup",
         "fixed_echo_fit_speedup",
+        "autoecho_batch_fit_speedup",
+        "fixed_batch_echo_fit_speedup",
         "diagnose_R_error",
     }
     assert all(v is None or isinstance(v, float) for v in headline.values())
-    assert {run["method"] for run in result["runs"]} == {"baseline", "auto", "auto_capped", "fixed"}
+    methods = {"baseline", "auto", "fixed", "auto_batch", "fixed_batch"}
+    assert {run["method"] for run in result["runs"]} == methods
     epochs = result["config"]["epochs"]
     assert all(len(run["curve"]) == epochs for run in result["runs"])
     # AutoEcho's factor is in fit's logs; the others have none.
     for run in result["runs"]:
         factors = [p["echo_factor"] for p in run["curve"]]
-        if run["method"] == "auto":
+        if run["method"].startswith("auto"):
             assert all(1.0 <= f <= result["config"]["max_echo"] for f in factors)
-        elif run["method"] == "auto_capped":
-            cap = max(1.0, result["diagnosis"]["diagnose"]["echo_factor"])
-            assert all(1.0 <= f <= cap + 1e-6 for f in factors)
         else:
             assert factors == [None] * epochs
     diagnosis = result["diagnosis"]

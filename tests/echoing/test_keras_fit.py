@@ -99,14 +99,8 @@ def test_inputs_without_ids_are_refused_with_the_fix():
 
 def _fit_with_auto_echo(delay, initial_factor):
     """Fits a ~40 ms step on batches whose upstream takes ``delay`` s each; returns History."""
-    # A threshold of 0.1 (raise the factor from 20% waiting): the callback's wait counts the
-    # production time of batches that arrive during a step, a few percent on a fast pipeline.
     auto = echoing.AutoEcho(
-        max_factor=8,
-        initial_factor=initial_factor,
-        input_bound_threshold=0.1,
-        decay=0.01,
-        window_seconds=0.5,
+        max_factor=8, initial_factor=initial_factor, decay=0.01, window_seconds=0.5
     )
     callback = echoing.keras.AutoEchoCallback(auto)
 
@@ -129,14 +123,31 @@ def _fit_with_auto_echo(delay, initial_factor):
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(train, steps_per_epoch=30, epochs=2, callbacks=[callback], verbose=0)
     assert callback.observations == 59  # every step but the first (tracing) one
-    return history.history["echo_factor"]
+    return history.history["echo_factor"], auto.last_wait_fraction
 
 
 def test_auto_echo_under_fit_rises_on_a_throttled_pipeline_and_falls_to_one_on_a_fast_one():
     # 100 ms upstream per batch against a ~40 ms step: input-bound, the factor goes up.
-    assert _fit_with_auto_echo(delay=0.1, initial_factor=1.0)[-1] >= 2.0
-    # No upstream cost: no wait beyond fit's own overhead, so a factor of 4 decays to ~1.
-    assert _fit_with_auto_echo(delay=0.0, initial_factor=4.0)[-1] < 1.5
+    factors, _ = _fit_with_auto_echo(delay=0.1, initial_factor=1.0)
+    assert factors[-1] >= 2.0
+    # No upstream cost: every batch is ready before its step, so no wait is measured (fit's
+    # dispatch of the step is not wait) and a factor of 4 decays to ~1.
+    factors, wait_fraction = _fit_with_auto_echo(delay=0.0, initial_factor=4.0)
+    assert factors[-1] < 1.5
+    assert wait_fraction < 0.02
+
+
+def test_stamp_records_in_the_step_not_in_an_injected_buffer_ahead_of_it():
+    callback = echoing.keras.AutoEchoCallback(echoing.AutoEcho())
+    stamped = tf.data.Dataset.range(3).map(lambda i: (i, i)).apply(callback.stamp)
+    assert stamped.options().experimental_optimization.inject_prefetch is False
+    assert stamped.element_spec == (tf.TensorSpec([], tf.int64),) * 2
+    assert [tuple(map(int, e)) for e in stamped] == [(0, 0), (1, 1), (2, 2)]
+    before = time.time()
+    iterator = iter(tf.data.Dataset.range(5).apply(callback.stamp))
+    next(iterator)
+    # The recorded time is when the element was made, here just now.
+    assert before - 1 <= float(callback._arrival.numpy()) <= time.time()
 
 
 def _mirrored_check():
