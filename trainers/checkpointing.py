@@ -15,12 +15,17 @@ The restore is strict: every object the run has built must match the checkpoint,
 written by another model or pipeline fails with a ``ValueError`` that says so, instead of
 silently training from a half-restored state. A newest checkpoint that cannot be read (a
 truncated data file, a garbled index: a kill or a full disk during a save) is named as such on
-stderr and the next older one is restored instead.
+stderr and the next older one is restored instead. A save cut short (a kill, a full disk)
+leaves a ``<prefix>_temp`` folder next to the checkpoints: ``make_manager`` removes such folders,
+and ``save`` turns a failed write into a ``CheckpointSaveError`` naming the checkpoint that is
+still intact. TensorFlow writes a checkpoint's files into that temporary folder and moves them
+into place only once complete, so the checkpoints already listed stay usable.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import tensorflow as tf
@@ -38,8 +43,46 @@ def make_manager(directory: str, *, max_to_keep: int, **objects) -> tf.train.Che
         raise ValueError(f"max_to_keep must be an int >= 1, got {max_to_keep!r}.")
     if not objects:
         raise ValueError("make_manager needs at least one object to checkpoint, got none.")
+    _remove_unfinished_saves(directory)
     checkpoint = tf.train.Checkpoint(**objects)
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
+
+
+class CheckpointSaveError(RuntimeError):
+    """A checkpoint could not be written (e.g. the disk is full); older ones are intact."""
+
+
+def save(manager: tf.train.CheckpointManager, step: int) -> str:
+    """``manager.save(checkpoint_number=step)``, with a clear error when the write fails.
+
+    Raises:
+      CheckpointSaveError: the write failed (no space left, file too large, no permission);
+        the message names the error and the newest checkpoint that is still usable.
+    """
+    intact = manager.latest_checkpoint
+    try:
+        return manager.save(checkpoint_number=step)
+    except (tf.errors.OpError, OSError) as error:
+        raise CheckpointSaveError(
+            f"could not save the checkpoint of step {step} in {manager.directory}: "
+            f"{_first_line(error)}. "
+            + (
+                f"The previous checkpoint {intact} is intact: free space (or fix the "
+                "directory) and run the same command again to resume from it."
+                if intact
+                else "No earlier checkpoint exists: free space (or fix the directory) and "
+                "run the same command again."
+            )
+        ) from error
+
+
+def _remove_unfinished_saves(directory: str) -> None:
+    # TensorFlow writes into "<prefix>_temp/" and renames when done: a leftover one is a save
+    # that never finished (one run writes a workdir at a time), and can be large.
+    for folder in tf.io.gfile.glob(os.path.join(directory, "*_temp")):
+        if tf.io.gfile.isdir(folder):
+            tf.io.gfile.rmtree(folder)
+            print(f"Removed an unfinished checkpoint save: {folder}", file=sys.stderr)
 
 
 def restore_latest(manager: tf.train.CheckpointManager) -> str | None:
@@ -82,7 +125,8 @@ def restore_latest(manager: tf.train.CheckpointManager) -> str | None:
 
 
 def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
+    # TensorFlow prefixes op errors with "{{function_node <name>}}": noise to a user.
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", str(error)).strip().splitlines()
     message = text[0] if text else type(error).__name__
     return message if len(message) <= 300 else message[:300] + "..."
 

@@ -39,7 +39,7 @@ import tqdm
 
 from echoing import meters as echo_meters
 from echoing.techniques import Technique
-from trainers import metrics_writer
+from trainers import checkpointing, metrics_writer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,7 +194,7 @@ class Controller:
             if self.manager is not None:
                 saved = self.manager.latest_checkpoint
                 if saved is None or not saved.endswith(f"-{step}"):
-                    saved = self.manager.save(checkpoint_number=step)
+                    saved = checkpointing.save(self.manager, step)
             raise RunInterrupted(step, saved) from interrupt
 
     def _run(self) -> tuple[int, dict[str, float]]:
@@ -249,7 +249,7 @@ class Controller:
             self.writer.write(step, scalars)
         checkpoint_due = step % schedule.checkpoint_every_steps == 0 or step == schedule.num_steps
         if self.manager is not None and (checkpoint_due or self.stopped()):
-            self.manager.save(checkpoint_number=step)
+            checkpointing.save(self.manager, step)
         return step, evaluation
 
     def _evaluation_due(self, step: int) -> bool:

@@ -48,7 +48,7 @@ if "--verbose" not in sys.argv:
 from absl import app, flags
 from ml_collections import config_flags
 
-from trainers import experiment, strategies
+from trainers import checkpointing, experiment, strategies
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config",
@@ -155,6 +155,9 @@ def _run_resumably(config, workdir: str) -> None:
             file=sys.stderr,
         )
         sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
+    except checkpointing.CheckpointSaveError as error:
+        print(f"error: {error}", file=sys.stderr)  # one line: what failed and what is intact
+        sys.exit(1)
 
 
 def _serve(task: str, cluster_spec: str | None) -> None:

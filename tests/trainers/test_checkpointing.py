@@ -130,3 +130,54 @@ def test_restored_iterator_continues_the_same_input_stream(tmp_path):
     np.testing.assert_array_equal(resumed[0], first[1])
     # Without the restore, the stream would start over from the first batches.
     assert not np.array_equal(resumed[0][:5], first[0])
+
+
+_FULL_DISK = """
+import os, resource, signal, sys
+import tensorflow as tf
+from trainers import checkpointing
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+directory = sys.argv[1]
+weights = tf.Variable(tf.ones([100_000]))  # a 400 KB data file
+manager = checkpointing.make_manager(directory, max_to_keep=3, weights=weights)
+checkpointing.save(manager, 1)
+weights.assign(tf.fill([100_000], 2.0))
+resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, resource.RLIM_INFINITY))  # a full disk
+try:
+    checkpointing.save(manager, 2)
+except checkpointing.CheckpointSaveError as error:
+    print(error)
+"""
+
+
+def test_a_save_that_runs_out_of_disk_is_a_clear_error_and_the_previous_checkpoint_resumes(
+    tmp_path, capsys
+):
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    directory = str(tmp_path / "checkpoints")
+    result = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, directory],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    message = result.stdout.strip()
+    assert message.startswith(f"could not save the checkpoint of step 2 in {directory}: "), message
+    assert "File too large" in message and "function_node" not in message
+    assert f"The previous checkpoint {directory}/ckpt-1 is intact" in message
+    assert "run the same command again to resume" in message
+    # The half-written save is left in a temporary folder; the next run removes it...
+    assert glob.glob(f"{directory}/*_temp")
+    weights = tf.Variable(tf.zeros([100_000]))
+    manager = checkpointing.make_manager(directory, max_to_keep=3, weights=weights)
+    assert not glob.glob(f"{directory}/*_temp")
+    assert "Removed an unfinished checkpoint save" in capsys.readouterr().err
+    # ...and resumes from the checkpoint written before the disk filled.
+    assert checkpointing.restore_latest(manager) == f"{directory}/ckpt-1"
+    np.testing.assert_array_equal(weights.numpy(), np.ones(100_000, np.float32))
