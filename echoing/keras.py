@@ -42,6 +42,8 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
+from echoing import fit_timing
+
 # (ids [B], per-example losses [B]) -> None, run inside the train step.
 Observer = Callable[[tf.Tensor, tf.Tensor], object]
 
@@ -137,69 +139,66 @@ class AutoEchoCallback(keras.callbacks.Callback):
         print(float(auto.factor))
 
     ``fit`` does not say how long a step waited for its batch, so ``stamp`` (applied as the
-    pipeline's last transformation, after ``prefetch``) carries with each batch the time it
-    became ready (taken before a one-element buffer of its own), and records that time in a host
-    variable when the train step takes the batch. The wait of a step is the time from its start
-    (``on_train_batch_begin``) to its batch's ready time, 0 when the batch was ready before the
-    step began; the step's time is from its start to its end. ``stamp`` turns off tf.data's
-    injected final prefetch (``inject_prefetch``), which would run the recording ahead of the
-    steps and credit each step with a later batch's time: that made every step look
-    input-bound, and the factor climbed to its bound on pipelines that kept up. Each step is one
-    ``AutoEcho.observe``; the first (tracing) step of a fit is skipped. The factor is added to
-    the epoch logs (``History``, TensorBoard) as ``echo_factor``. Assumes ``steps_per_execution``
-    = 1 (with more, only the first batch of each execution is timed).
+    pipeline's last transformation, after ``prefetch``) records in host variables when each
+    batch became ready and when the train step took it (``echoing.fit_timing``). A call of
+    ``fit``'s train function (``steps_per_execution`` steps, 1 by default) lasts from
+    ``on_train_batch_begin`` to ``on_train_batch_end``; its first step waited from the call's
+    start to its batch's ready time (0 when the batch was ready before), and the later steps'
+    waits follow from the gaps between one batch's hand-over and the next one's ready time
+    (``fit_timing.execution_wait``). Each call is one ``AutoEcho.observe`` of that many steps;
+    the first call of a fit (tracing) is skipped. ``stamp`` turns off tf.data's injected final
+    prefetch (``inject_prefetch``), which would run the recording ahead of the steps and credit
+    each step with a later batch's time: that made every step look input-bound, and the factor
+    climbed to its bound on pipelines that kept up. The factor is added to the epoch logs
+    (``History``, TensorBoard) as ``echo_factor``.
 
     For factors above 2 or 3, echo examples rather than batches where the pipeline allows it
     (``unbatch()``, the echo stage, a ``shuffle`` and ``batch()`` again): copies of an example
     then land in different batches, which loses less per echoed step than training on the
     same batch several times in a row (``benchmarks/keras_fit.py`` measures both).
+
+    Args:
+      auto_echo: the ``echoing.AutoEcho`` whose factor the pipeline's echo stage reads.
+      max_steps_per_execution: the most steps one call may run (the stamps kept).
     """
 
-    def __init__(self, auto_echo):
+    def __init__(self, auto_echo, *, max_steps_per_execution: int = 4096):
         super().__init__()
         self.auto_echo = auto_echo
-        with tf.device("/cpu:0"):
-            self._arrival = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+        self._stamps = fit_timing.BatchStamps(capacity=max_steps_per_execution)
         self._begin = None
         self._traced = False
+        self._read = 0  # batches whose stamps were read
         self.observations = 0
 
     def stamp(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """The pipeline's last transformation: records when each element became ready."""
-        arrival = self._arrival
-
-        def tag(*element):
-            return element, tf.timestamp()
-
-        def record(element, ready):
-            with tf.control_dependencies([arrival.assign(ready)]):
-                element = tf.nest.map_structure(tf.identity, element)
-            return element if len(element) > 1 else element[0]
-
-        # The ready time is taken before a one-element buffer and read after it: a batch that
-        # was waiting in the buffer when the step began counts no wait, however long fit takes
-        # to dispatch the step to its GetNext.
-        tagged = dataset.map(tag, name="auto_echo_ready").prefetch(1)
-        # tf.data would add an autotuned buffer after a pipeline's last synchronous map: that
-        # map would then run ahead of the steps, and the stamp would belong to a later batch.
-        options = tf.data.Options()
-        options.experimental_optimization.inject_prefetch = False
-        return tagged.map(record, name="auto_echo_stamp").with_options(options)
+        """The pipeline's last transformation: records when each batch was ready and taken."""
+        return self._stamps.stamp(dataset)
 
     def on_train_begin(self, logs=None):
         self._traced = False
+        self._read = self._stamps.count  # batches taken before this fit are not its steps
+        steps = int(getattr(self.model, "steps_per_execution", 1) or 1)
+        if steps > self._stamps.capacity:
+            raise ValueError(
+                f"AutoEchoCallback keeps the stamps of {self._stamps.capacity} steps, but the "
+                f"model runs {steps} per execution; pass max_steps_per_execution={steps}."
+            )
 
     def on_train_batch_begin(self, batch, logs=None):
         self._begin = time.time()
 
     def on_train_batch_end(self, batch, logs=None):
         end = time.time()
-        if self._begin is None or not self._traced:
-            self._traced = True  # the first step of a fit traces and compiles: not timed
+        ready, handed = self._stamps.since(self._read)
+        self._read += len(ready)
+        if self._begin is None or not self._traced or not len(ready):
+            self._traced = True  # the first call of a fit traces and compiles: not timed
             return
         seconds = max(end - self._begin, 1e-6)
-        wait = min(max(float(self._arrival.numpy()) - self._begin, 0.0), seconds)
-        self.auto_echo.observe(seconds=seconds, input_wait_seconds=wait, steps=1)
+        first = min(max(ready[0] - self._begin, 0.0), seconds)
+        wait = fit_timing.execution_wait(first, ready[1:] - handed[:-1], seconds)
+        self.auto_echo.observe(seconds=seconds, input_wait_seconds=wait, steps=len(ready))
         self.observations += 1
 
     def on_epoch_end(self, epoch, logs=None):
