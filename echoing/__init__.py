@@ -10,7 +10,7 @@ Example::
 
 from echoing import keras, meters
 from echoing.assistant import Assistant
-from echoing.assistant_callback import AssistantCallback
+from echoing.assistant_callback import AssistantCallback, AssistantFeedCallback
 from echoing.assistant_filter import AssistantFilter, assistant_filter
 from echoing.assistant_learner import AssistantLearner
 from echoing.auto_echo import AutoEcho
@@ -18,7 +18,7 @@ from echoing.batch_selection import select_rows
 from echoing.diagnose import diagnose, format_diagnosis
 from echoing.echo import echo
 from echoing.loss_pruning import LossPruning, loss_prune
-from echoing.loss_table import LossTable
+from echoing.loss_table import LossInbox, LossTable
 from echoing.priority_distributed import distributed_priority_sample
 from echoing.priority_feedback import PrioritizedStep, PriorityFeedback
 from echoing.priority_sampling import PrioritySampler, priority_sample
@@ -28,9 +28,11 @@ from echoing.priority_table import PriorityTable
 __all__ = [
     "Assistant",
     "AssistantCallback",
+    "AssistantFeedCallback",
     "AssistantFilter",
     "AssistantLearner",
     "AutoEcho",
+    "LossInbox",
     "LossPruning",
     "LossTable",
     "PrioritizedStep",

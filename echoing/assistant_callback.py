@@ -1,4 +1,4 @@
-"""A Keras callback that feeds an AssistantLearner during ``model.fit`` and logs its statistics.
+"""Keras callbacks that feed an AssistantLearner during ``model.fit`` and log its statistics.
 
 Example::
 
@@ -47,6 +47,7 @@ import tensorflow as tf
 
 from echoing.assistant_filter import AssistantFilter
 from echoing.assistant_learner import AssistantLearner
+from echoing.loss_table import LossInbox
 
 
 class AssistantCallback(keras.callbacks.Callback):
@@ -88,19 +89,7 @@ class AssistantCallback(keras.callbacks.Callback):
                 "(labels, predictions) -> [B], e.g. keras.losses.SparseCategoricalCrossentropy("
                 "from_logits=True, reduction=None)."
             )
-        if stage is not None and not isinstance(stage, AssistantFilter):
-            raise TypeError(
-                f"AssistantCallback(stage={stage!r}): expected the echoing.assistant_filter "
-                "result or None."
-            )
-        if (
-            isinstance(every_n_batches, bool)
-            or not isinstance(every_n_batches, int)
-            or every_n_batches < 1
-        ):
-            raise ValueError(
-                f"AssistantCallback(every_n_batches={every_n_batches!r}): expected an int >= 1."
-            )
+        _check_stage_and_every("AssistantCallback", stage, every_n_batches)
         self.learner = learner
         self.probe_data = probe_data
         self.per_example_loss = per_example_loss
@@ -137,9 +126,113 @@ class AssistantCallback(keras.callbacks.Callback):
         self.learner.feedback(probe, self._probe_losses(probe), step=self._batches)
 
     def on_epoch_end(self, epoch, logs=None):
-        stats = {"epoch": epoch, **self.learner.stats()}
-        if self.stage is not None:
-            stats.update(self.stage.stats())
-        self.history.append(stats)
-        if logs is not None:
-            logs.update({key: value for key, value in stats.items() if key != "epoch"})
+        _log_stats(self, epoch, logs)
+
+
+class AssistantFeedCallback(keras.callbacks.Callback):
+    """Feeds ``learner`` the losses of ``fit``'s own train steps: no extra forward pass.
+
+    Example::
+
+        import keras
+        import numpy as np
+        import tensorflow as tf
+        import echoing
+
+        n = 512
+        x = np.random.default_rng(0).normal(size=(n, 40)).astype("float32")
+        y = np.arange(n) % 10
+        assistant = echoing.Assistant(num_classes=10, input_shape=(40,))
+        stage = echoing.assistant_filter(assistant, base_prob=0.3, seed=0)
+        learner = echoing.AssistantLearner(assistant, examples={"inputs": x, "label": y})
+        inbox = echoing.LossInbox(n)
+        source = tf.data.Dataset.from_tensor_slices({"inputs": x, "label": y, "id": np.arange(n)})
+        train = source.shuffle(n, seed=0).repeat().apply(stage).batch(32)
+        model = echoing.keras.LossFeedback(
+            keras.Sequential([keras.Input((40,)), keras.layers.Dense(10)]),
+            per_example_loss=keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True, reduction=None),
+            observers=[inbox.update],
+        )
+        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        callback = echoing.AssistantFeedCallback(learner, inbox, stage=stage)
+        model.fit(train.map(echoing.keras.fit_inputs), epochs=2, steps_per_epoch=10,
+                  callbacks=[callback], verbose=0)
+        learner.wait_until_idle(timeout=60)  # let the learner's thread catch up
+        print(learner.stats()["trained_examples"])  # 640: every trained row, from its own step
+        learner.close()
+
+    The model is wrapped in ``echoing.keras.LossFeedback`` with ``inbox.update`` among its
+    observers, so every train step records its rows' losses by id in ``inbox`` (an
+    ``echoing.LossInbox``, in the step's graph); every ``every_n_batches`` batches the callback
+    drains the ids updated since and hands them to ``learner.feedback_ids``, which looks their
+    features up in the learner's ``examples``. An id trained twice between drains is fed once,
+    with its newest loss. The learner's (and the stage's) statistics go into the epoch logs.
+
+    Args:
+      learner: the :class:`echoing.AssistantLearner`, built with ``examples`` (the training
+        set by id).
+      inbox: the :class:`echoing.LossInbox` the model's ``LossFeedback`` updates.
+      stage: the :class:`echoing.AssistantFilter`, to log its keep rate too.
+      every_n_batches: drain after every this many calls of fit's train function.
+    """
+
+    def __init__(
+        self,
+        learner: AssistantLearner,
+        inbox: LossInbox,
+        *,
+        stage: AssistantFilter | None = None,
+        every_n_batches: int = 1,
+    ):
+        super().__init__()
+        if not isinstance(learner, AssistantLearner) or learner.examples is None:
+            raise TypeError(
+                f"AssistantFeedCallback(learner={learner!r}): expected an "
+                "echoing.AssistantLearner built with examples={'inputs': x_train, 'label': "
+                "y_train}, so that it can look up the rows the inbox names by id."
+            )
+        if not isinstance(inbox, LossInbox):
+            raise TypeError(
+                f"AssistantFeedCallback(inbox={inbox!r}): expected an echoing.LossInbox, given "
+                "to the model's echoing.keras.LossFeedback as an observer (inbox.update)."
+            )
+        _check_stage_and_every("AssistantFeedCallback", stage, every_n_batches)
+        self.learner, self.inbox, self.stage = learner, inbox, stage
+        self.every_n_batches = every_n_batches
+        self.history: list[dict[str, Any]] = []
+        self._batches = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._batches += 1
+        if self._batches % self.every_n_batches:
+            return
+        ids, losses = self.inbox.drain()
+        if ids.size:
+            self.learner.feedback_ids(ids, losses, step=self._batches)
+
+    def on_epoch_end(self, epoch, logs=None):
+        _log_stats(self, epoch, logs)
+
+
+def _check_stage_and_every(owner: str, stage, every_n_batches) -> None:
+    if stage is not None and not isinstance(stage, AssistantFilter):
+        raise TypeError(
+            f"{owner}(stage={stage!r}): expected the echoing.assistant_filter result or None."
+        )
+    if (
+        isinstance(every_n_batches, bool)
+        or not isinstance(every_n_batches, int)
+        or every_n_batches < 1
+    ):
+        raise ValueError(f"{owner}(every_n_batches={every_n_batches!r}): expected an int >= 1.")
+
+
+def _log_stats(callback, epoch: int, logs) -> None:
+    """The learner's (and the stage's) statistics into ``callback.history`` and the epoch logs."""
+    stats = {"epoch": epoch, **callback.learner.stats()}
+    if callback.stage is not None:
+        stats.update(callback.stage.stats())
+    callback.history.append(stats)
+    if logs is not None:
+        logs.update({key: value for key, value in stats.items() if key != "epoch"})

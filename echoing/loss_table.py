@@ -91,6 +91,10 @@ class LossTable(tf.Module):
             self.seen.scatter_nd_update(indices, tf.ones_like(indices[:, 0], tf.bool))
             skipped = tf.size(finite, out_type=tf.int64) - tf.size(indices, out_type=tf.int64)
             self.nonfinite_skipped.assign_add(skipped)
+            self._recorded(indices)
+
+    def _recorded(self, indices: tf.Tensor) -> None:
+        """Called by ``update`` with the ``[n, 1]`` ids it recorded (for subclasses)."""
 
     def lookup(self, ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """``(losses, seen)`` of ``ids`` (int64); an id outside the table fails the op."""
@@ -127,3 +131,37 @@ class LossTable(tf.Module):
                 f"{bad[:5].tolist()}{' ...' if bad.size > 5 else ''}. The table was built for "
                 f"{self.num_examples} examples; build it with num_examples = the data set size."
             )
+
+
+class LossInbox(LossTable):
+    """A ``LossTable`` that also keeps which ids were updated since the last ``drain``.
+
+    What hands the losses of ``fit``'s own train steps to a Python consumer (the Assistant
+    learner): ``update`` runs in the train step's graph (an ``echoing.keras.LossFeedback``
+    observer), and ``drain`` is called between steps (``echoing.AssistantFeedCallback``).
+
+    Example::
+
+        from echoing.loss_table import LossInbox
+
+        inbox = LossInbox(num_examples=4)
+        inbox.update([3, 1], [0.5, 0.25])
+        print(inbox.drain())  # (array([1, 3]), array([0.25, 0.5], dtype=float32))
+        print(inbox.drain())  # nothing new: two empty arrays
+    """
+
+    def __init__(self, num_examples: int, name: str = "loss_inbox"):
+        super().__init__(num_examples, name=name)
+        self.pending = _host_variable(tf.zeros([num_examples], tf.bool), "pending")
+
+    def _recorded(self, indices: tf.Tensor) -> None:
+        self.pending.scatter_nd_update(indices, tf.ones_like(indices[:, 0], tf.bool))
+
+    def drain(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, losses)`` updated since the last call (ids ascending), and forgets them.
+
+        Call it between train steps (a callback), not while a step may be updating.
+        """
+        ids = np.flatnonzero(self.pending.numpy()).astype(np.int64)
+        self.pending.assign(tf.zeros_like(self.pending))
+        return ids, self.losses.numpy()[ids]

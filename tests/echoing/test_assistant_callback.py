@@ -1,14 +1,16 @@
-"""Tests for echoing.AssistantCallback: model.fit feeds the learner and logs filter statistics."""
+"""Tests for echoing.AssistantCallback and AssistantFeedCallback: model.fit feeds the learner."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import echoing
 from echoing.assistant import Assistant
-from echoing.assistant_callback import AssistantCallback
+from echoing.assistant_callback import AssistantCallback, AssistantFeedCallback
 from echoing.assistant_filter import assistant_filter
 from echoing.assistant_learner import AssistantLearner
+from echoing.loss_table import LossInbox
 
 
 def _source(num=256):
@@ -73,3 +75,69 @@ def test_bad_arguments_raise_at_construction(kwargs, error, match):
     loss = arguments.pop("per_example_loss")
     with pytest.raises(error, match=match):
         AssistantCallback(learner, probe, loss, **arguments)
+
+
+def test_feed_callback_hands_the_learner_each_trained_row_with_its_own_step_loss():
+    keras.utils.set_random_seed(0)
+    num = 128
+    source = _source(num)
+    rows = next(iter(source.batch(num)))
+    source = tf.data.Dataset.zip(source, tf.data.Dataset.range(num)).map(
+        lambda row, i: {**row, "id": i}
+    )
+    inbox = LossInbox(num)
+    model = echoing.keras.LossFeedback(
+        keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)]),
+        per_example_loss=_loss(reduction=None),
+        observers=[inbox.update],
+    )
+    model.compile(keras.optimizers.SGD(0.0), _loss())  # no update: losses stay comparable
+    learner = AssistantLearner(Assistant(2, input_shape=(8,)), examples=rows)
+    fed = []
+    learner.feedback_ids = lambda ids, losses, step: fed.append((ids, losses))
+    callback = AssistantFeedCallback(learner, inbox, every_n_batches=2)
+    train = source.batch(16).map(echoing.keras.fit_inputs)
+    model.fit(train, epochs=1, callbacks=[callback], verbose=0)
+    assert len(fed) == 4  # 8 batches, drained every 2
+    ids = np.concatenate([i for i, _ in fed])
+    assert sorted(ids) == list(range(num))  # every trained row once, no extra forward pass
+    expected = _loss(reduction=None)(rows["label"], model.model(rows["inputs"])).numpy()
+    np.testing.assert_allclose(np.concatenate([x for _, x in fed]), expected[ids], rtol=1e-5)
+    assert inbox.drain()[0].size == 0
+
+
+def test_loss_inbox_drains_what_was_updated_since_the_last_drain():
+    inbox = LossInbox(5)
+    inbox.update([4, 0, 4], [1.0, 2.0, 1.0])
+    inbox.update([1, 2], [float("nan"), 3.0])  # a NaN is counted, not drained
+    ids, losses = inbox.drain()
+    assert ids.tolist() == [0, 2, 4] and losses.tolist() == [2.0, 3.0, 1.0]
+    assert int(inbox.nonfinite_skipped.numpy()) == 1
+    inbox.update([2], [0.5])
+    assert [a.tolist() for a in inbox.drain()] == [[2], [0.5]]
+    with pytest.raises(ValueError, match=r"ids outside \[0, 5\)"):
+        inbox.update([5], [1.0])
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"learner": "x"}, TypeError, r"learner='x'.*built with examples="),
+        ({"learner": "no examples"}, TypeError, r"built with examples="),
+        ({"inbox": echoing.LossTable(4)}, TypeError, r"expected an echoing.LossInbox"),
+        ({"stage": "s"}, TypeError, r"stage='s'"),
+        ({"every_n_batches": 0}, ValueError, r"every_n_batches=0"),
+    ],
+)
+def test_feed_callback_bad_arguments_raise_at_construction(kwargs, error, match):
+    rows = {"inputs": np.zeros([4, 8], np.float32), "label": np.zeros([4], np.int64)}
+    arguments = {
+        "learner": AssistantLearner(Assistant(2, input_shape=(8,)), examples=rows),
+        "inbox": LossInbox(4),
+    }
+    if kwargs.get("learner") == "no examples":
+        kwargs = {"learner": AssistantLearner(Assistant(2, input_shape=(8,)))}
+    arguments.update(kwargs)
+    learner, inbox = arguments.pop("learner"), arguments.pop("inbox")
+    with pytest.raises(error, match=match):
+        AssistantFeedCallback(learner, inbox, **arguments)

@@ -1,5 +1,6 @@
 """echoing.keras: model.fit reports each train batch's ids and per-example losses, and prunes."""
 
+import contextlib
 import pathlib
 import subprocess
 import sys
@@ -97,7 +98,7 @@ def test_inputs_without_ids_are_refused_with_the_fix():
         echoing.keras.fit_inputs({"inputs": 1, "label": 2})
 
 
-def _fit_with_auto_echo(delay, initial_factor, steps_per_execution=1):
+def _fit_with_auto_echo(delay, initial_factor, steps_per_execution=1, strategy=None):
     """Fits a ~40 ms step on batches whose upstream takes ``delay`` s each; returns History."""
     auto = echoing.AutoEcho(
         max_factor=8, initial_factor=initial_factor, decay=0.01, window_seconds=0.5
@@ -115,16 +116,17 @@ def _fit_with_auto_echo(delay, initial_factor, steps_per_execution=1):
     )
     train = batches.apply(auto.echo()).prefetch(2).apply(callback.stamp)
     keras.utils.set_random_seed(0)
-    model = keras.Sequential(
-        [keras.Input((8,))]
-        + [keras.layers.Dense(1024, activation="relu") for _ in range(2)]
-        + [keras.layers.Dense(2)]
-    )
-    model.compile(
-        "sgd",
-        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        steps_per_execution=steps_per_execution,
-    )
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        model = keras.Sequential(
+            [keras.Input((8,))]
+            + [keras.layers.Dense(1024, activation="relu") for _ in range(2)]
+            + [keras.layers.Dense(2)]
+        )
+        model.compile(
+            "sgd",
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            steps_per_execution=steps_per_execution,
+        )
     history = model.fit(train, steps_per_epoch=32, epochs=2, callbacks=[callback], verbose=0)
     # One observation per call of fit's train function, but the first (tracing) one.
     assert callback.observations == 64 // steps_per_execution - 1
@@ -166,17 +168,30 @@ def _mirrored_check():
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    table = echoing.LossTable(N)  # host state, outside the scope
+    table, inbox = echoing.LossTable(N), echoing.LossInbox(N)  # host state, outside the scope
     with strategy.scope():
-        model = _model([table.update])
+        model = _model([table.update, inbox.update])
+    everything = next(iter(_source().batch(N)))
+    learner = echoing.AssistantLearner(
+        echoing.Assistant(num_classes=3, input_shape=(8,)), examples=everything
+    )
+    fed = []
+    learner.feedback_ids = lambda ids, losses, step: fed.extend(ids.tolist())
+    feed = echoing.AssistantFeedCallback(learner, inbox)
     dataset = _source().batch(BATCH).map(echoing.keras.fit_inputs)
-    model.fit(dataset, epochs=1, verbose=0)
+    model.fit(dataset, epochs=1, verbose=0, callbacks=[feed])
+    assert sorted(fed) == list(range(N)), fed  # every row of both replicas, once
     everything = next(iter(_source().batch(N)))
     expected = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)(
         everything["label"], model.model(everything["inputs"])
     )
     assert table.seen.numpy().all(), table.seen.numpy()
     np.testing.assert_allclose(table.losses.numpy(), expected.numpy(), rtol=1e-5)
+    # AutoEcho under the strategy: up on a throttled pipeline, back towards 1 on a fast one.
+    factors, _ = _fit_with_auto_echo(0.1, 1.0, strategy=strategy)
+    assert factors[-1] >= 2.0, factors
+    factors, wait_fraction = _fit_with_auto_echo(0.0, 4.0, strategy=strategy)
+    assert factors[-1] < 1.5 and wait_fraction < 0.05, (factors, wait_fraction)
     print("mirrored ok")
 
 
