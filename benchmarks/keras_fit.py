@@ -2,7 +2,7 @@
 
 Run::
 
-    python benchmarks/keras_fit.py           # ~3 min: 3 seeds x 5 methods
+    python benchmarks/keras_fit.py           # ~4 min: 3 seeds x 6 methods
     python benchmarks/keras_fit.py --quick   # seconds; what tests/benchmarks runs
 
 Writes ``benchmarks/results/keras_fit.json`` and ``keras_fit.png``, prints a markdown table.
@@ -19,7 +19,9 @@ sleeps ``--delay`` seconds (a slow disk or network standing in). Methods, same m
 * ``fixed``: the same pipeline with ``echoing.echo(e)``, e = the factor ``echoing.diagnose``
   recommends for this pipeline and model;
 * ``auto_batch`` and ``fixed_batch``: the same two with batch echoing (``echo`` after ``batch()``,
-  every copy of a batch in a row), an ablation.
+  every copy of a batch in a row), an ablation;
+* ``pruned``: no echo; ``echoing.loss_prune`` (InfoBatch, prune ratio 0.5) drops examples
+  after the slow read, fed by ``echoing.keras.LossFeedback`` (each step's own losses).
 
 Every run trains the same number of optimizer steps; test accuracy is measured after every
 epoch of ``--steps-per-epoch`` steps, outside the timed training. Target: the worst baseline
@@ -28,15 +30,16 @@ it (``early_target_speedups``), which the baseline reaches in its first few epoc
 
 Headline (``keras_fit.json``): ``autoecho_fit_speedup`` = the baseline's mean train seconds to
 the target / ``auto``'s (null unless every seed of both reached it); ``fixed_echo_fit_speedup``,
-``autoecho_batch_fit_speedup`` and ``fixed_batch_echo_fit_speedup`` likewise;
-``diagnose_R_error`` = |R from ``echoing.diagnose`` - R from timing the pipeline and a
-cached-batch step apart| / the latter.
+``autoecho_batch_fit_speedup``, ``fixed_batch_echo_fit_speedup`` and ``pruning_fit_speedup``
+likewise; ``diagnose_R_error`` = |R from ``echoing.diagnose`` - R from timing the pipeline and
+a cached-batch step apart| / the latter.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -51,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 import echoing  # noqa: E402 (after the path set-up, as a script)
 
 RESULTS = ROOT / "benchmarks" / "results"
-METHODS = ("baseline", "auto", "fixed", "auto_batch", "fixed_batch")
+METHODS = ("baseline", "auto", "fixed", "auto_batch", "fixed_batch", "pruned")
 
 
 def load_digits() -> dict:
@@ -66,19 +69,22 @@ def load_digits() -> dict:
     return {"x": x_train, "y": y_train, "x_test": x_test, "y_test": y_test}
 
 
-def throttled_batches(data: dict, seed: int, batch_size: int, delay: float) -> tf.data.Dataset:
-    """Shuffled, repeated batches; each fresh one sleeps ``delay`` s (a slow upstream)."""
+def throttled_batches(
+    data: dict, seed: int, batch_size: int, delay: float, with_ids: bool = False
+) -> tf.data.Dataset:
+    """Shuffled, repeated ``(x, y[, id])`` batches; each sleeps ``delay`` s (a slow upstream)."""
 
     def slow(x):
         time.sleep(delay)
         return x
 
-    def throttle(x, y):
-        return tf.ensure_shape(tf.py_function(slow, [x], tf.float32), x.shape), y
+    def throttle(x, *rest):
+        return (tf.ensure_shape(tf.py_function(slow, [x], tf.float32), x.shape), *rest)
 
     n = len(data["y"])
+    columns = (data["x"], data["y"]) + ((np.arange(n),) if with_ids else ())
     return (
-        tf.data.Dataset.from_tensor_slices((data["x"], data["y"]))
+        tf.data.Dataset.from_tensor_slices(columns)
         .shuffle(n, seed=seed, reshuffle_each_iteration=True)
         .repeat()
         .batch(batch_size, drop_remainder=True)
@@ -109,16 +115,16 @@ def build_model(seed: int, learning_rate: float) -> keras.Model:
 class Curve(keras.callbacks.Callback):
     """Test accuracy after every epoch, against train seconds (evaluation not timed)."""
 
-    def __init__(self, data: dict):
+    def __init__(self, data: dict, net: keras.Model):
         super().__init__()
-        self.data, self.points, self.seconds = data, [], 0.0
+        self.data, self.net, self.points, self.seconds = data, net, [], 0.0
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
         self.seconds += time.perf_counter() - self._start
-        logits = self.model.predict(self.data["x_test"], batch_size=360, verbose=0)
+        logits = self.net.predict(self.data["x_test"], batch_size=360, verbose=0)
         accuracy = float(np.mean(np.argmax(logits, 1) == self.data["y_test"]))
         factor = (logs or {}).get("echo_factor")
         self.points.append(
@@ -139,29 +145,59 @@ def echoed(batches: tf.data.Dataset, stage, by_example: bool, seed: int, args) -
     return examples.batch(args.batch_size, drop_remainder=True)
 
 
-def train(data: dict, method: str, seed: int, args, factor: float) -> dict:
+def pruned(data: dict, seed: int, args) -> tuple[tf.data.Dataset, keras.Model]:
+    """InfoBatch-style pruning after the slow read, and the model reporting its losses by id."""
+    n = len(data["y"])
+    table = echoing.LossTable(n)
+    steps = args.epochs * args.steps_per_epoch
+    stage = echoing.loss_prune(
+        table, num_epochs=math.ceil(steps * args.batch_size / n), prune_ratio=0.5, seed=seed
+    )
+    examples = throttled_batches(data, seed, args.batch_size, args.delay, with_ids=True).unbatch()
+    examples = examples.map(lambda x, y, i: {"inputs": x, "label": y, "id": i}).apply(stage)
+    batches = examples.batch(args.batch_size, drop_remainder=True)
+    net = build_model(seed, args.learning_rate)
+    model = echoing.keras.LossFeedback(
+        net,
+        per_example_loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=None
+        ),
+        observers=[table.update],
+    )
+    model.compile(net.optimizer, net.loss, metrics=["accuracy"])
+    return batches.map(echoing.keras.fit_inputs).prefetch(2), model
+
+
+def echo_pipeline(method: str, data: dict, seed: int, args, factor: float) -> tuple:
+    """The throttled batches for ``method`` (no echo, AutoEcho or a fixed factor), and callbacks."""
     batches = throttled_batches(data, seed, args.batch_size, args.delay)
-    callbacks = [Curve(data)]
     by_example = not method.endswith("_batch")
     if method.startswith("auto"):
         auto = echoing.AutoEcho(max_factor=args.max_echo)
         stamp = echoing.keras.AutoEchoCallback(auto)
         train_set = echoed(batches, auto.echo(), by_example, seed, args)
-        train_set = train_set.prefetch(2).apply(stamp.stamp)
-        callbacks.insert(0, stamp)  # before Curve, so the epoch logs carry the factor
-    elif method.startswith("fixed"):
-        train_set = echoed(batches, echoing.echo(factor), by_example, seed, args).prefetch(2)
+        return train_set.prefetch(2).apply(stamp.stamp), [stamp]
+    if method.startswith("fixed"):
+        return echoed(batches, echoing.echo(factor), by_example, seed, args).prefetch(2), []
+    return batches.prefetch(2), []
+
+
+def train(data: dict, method: str, seed: int, args, factor: float) -> dict:
+    callbacks = []
+    if method == "pruned":
+        train_set, model = pruned(data, seed, args)
     else:
-        train_set = batches.prefetch(2)
-    model = build_model(seed, args.learning_rate)
+        model = build_model(seed, args.learning_rate)
+        train_set, callbacks = echo_pipeline(method, data, seed, args, factor)
+    curve = Curve(data, getattr(model, "model", model))  # LossFeedback wraps the net
     model.fit(
         train_set,
         steps_per_epoch=args.steps_per_epoch,
         epochs=args.epochs,
-        callbacks=callbacks,
+        callbacks=[*callbacks, curve],  # AutoEcho's first: the epoch logs carry its factor
         verbose=0,
     )
-    return {"method": method, "seed": seed, "curve": callbacks[-1].points}
+    return {"method": method, "seed": seed, "curve": curve.points}
 
 
 def measure_r(data: dict, args) -> dict:
@@ -234,6 +270,7 @@ def headline(summary: dict, r_measurement: dict) -> dict:
         "fixed_echo_fit_speedup": speedup("fixed"),
         "autoecho_batch_fit_speedup": speedup("auto_batch"),
         "fixed_batch_echo_fit_speedup": speedup("fixed_batch"),
+        "pruning_fit_speedup": speedup("pruned"),
         "diagnose_R_error": float(r_measurement["relative_error"]),
     }
 
@@ -270,6 +307,7 @@ def plot(runs: list[dict], summary: dict, path: Path) -> None:
         "fixed": "tab:green",
         "auto_batch": "tab:orange",
         "fixed_batch": "tab:olive",
+        "pruned": "tab:purple",
     }
     for run in runs:
         label = run["method"] if run["seed"] == 0 else None
@@ -280,7 +318,7 @@ def plot(runs: list[dict], summary: dict, path: Path) -> None:
     axis.set(
         xlabel="train seconds",
         ylabel="test accuracy (%)",
-        title="model.fit on a throttled pipeline: AutoEcho vs no echo",
+        title="model.fit on a throttled pipeline: echo, AutoEcho, pruning, none",
     )
     axis.legend()
     figure.tight_layout()

@@ -21,10 +21,11 @@ def test_quick_run_compares_auto_echo_and_a_fixed_factor_with_plain_fit(quick_re
         "fixed_echo_fit_speedup",
         "autoecho_batch_fit_speedup",
         "fixed_batch_echo_fit_speedup",
+        "pruning_fit_speedup",
         "diagnose_R_error",
     }
     assert all(v is None or isinstance(v, float) for v in headline.values())
-    methods = {"baseline", "auto", "fixed", "auto_batch", "fixed_batch"}
+    methods = {"baseline", "auto", "fixed", "auto_batch", "fixed_batch", "pruned"}
     assert {run["method"] for run in result["runs"]} == methods
     epochs = result["config"]["epochs"]
     assert all(len(run["curve"]) == epochs for run in result["runs"])
