@@ -19,7 +19,10 @@ examples consumed cross a multiple of ``eval_every_fresh_examples``); records th
 crossing of ``target_accuracy`` (and stops there with ``stop_at_target``); ends, evaluates and
 checkpoints early when a technique's ``progress()`` reaches 1 (a run pruning measures in
 epochs, ``num_steps`` being its upper bound); writes one metrics
-row per loop with the techniques' scalars; and saves checkpoints (also at the step reached when
+row per loop with the techniques' scalars and the counts (``trained_examples``, steps x batch;
+``fresh_examples_trained``, the fresh examples behind them; their ``echo_ratio``, 1.0 exactly
+without echo; and the pipeline's own ``fresh_examples`` and ``emitted_examples``, which include
+what its buffers read ahead); and saves checkpoints (also at the step reached when
 Ctrl-C or the binary's SIGTERM interrupts it: ``RunInterrupted``). Evaluation is on the run's
 clock (part of the cost of reaching the target) unless ``Schedule.evaluation_on_clock`` is off.
 """
@@ -39,7 +42,7 @@ import tqdm
 
 from echoing import meters as echo_meters
 from echoing.techniques import Technique
-from trainers import checkpointing, metrics_writer
+from trainers import checkpointing, interrupts, metrics_writer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +170,16 @@ class Controller:
         """Fresh examples behind the batches trained on so far (batch / echo factor per step)."""
         return round(self._consumed)
 
+    def _trained_counts(self, step: int) -> dict[str, float]:
+        """What the steps so far trained on, and the fresh examples behind it (no read-ahead)."""
+        trained = step * self.schedule.batch_size
+        fresh = self._consumed
+        return {
+            "trained_examples": float(trained),
+            "fresh_examples_trained": float(round(fresh)),
+            "echo_ratio": trained / fresh if fresh else 1.0,
+        }
+
     def stopped(self) -> bool:
         return (self.schedule.stop_at_target and self.clock.reached()) or self._finished
 
@@ -217,6 +230,7 @@ class Controller:
             while step < self.schedule.num_steps and not self.stopped():
                 step, evaluated = self._loop(step, progress)
                 evaluation = evaluated or evaluation
+                interrupts.raise_if_requested()  # a signal's stop, where row and step agree
         return step, evaluation
 
     def _loop(self, step: int, progress: tqdm.tqdm) -> tuple[int, dict[str, float]]:
@@ -233,10 +247,10 @@ class Controller:
         result = self.trainer.train(boundary - step)
         self.clock.seconds.assign_add(result.pop("loop_seconds"))
         self._finished = self._run_done()
-        scalars = {**result, **_echo_scalars(self.counts)}
+        step = _current_step(self.trainer)
+        scalars = {**result, **_pipeline_counts(self.counts), **self._trained_counts(step)}
         for technique in self.techniques:
             scalars.update(technique.scalars())
-        step = _current_step(self.trainer)
         progress.update(boundary - progress.n)
         evaluation = {}
         if self._evaluation_due(step) or self._finished:
@@ -288,8 +302,9 @@ def _next_multiple(step: int, every: int) -> int:
     return (step // every + 1) * every
 
 
-def _echo_scalars(counts: echo_meters.EchoMeters | None) -> dict[str, float]:
+def _pipeline_counts(counts: echo_meters.EchoMeters | None) -> dict[str, float]:
+    """What the input pipeline's meters counted, including what its buffers read ahead."""
     if counts is None:
         return {}
     result = counts.result()
-    return {key: result[key] for key in ("fresh_examples", "emitted_examples", "echo_ratio")}
+    return {key: result[key] for key in ("fresh_examples", "emitted_examples")}

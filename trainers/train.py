@@ -48,7 +48,7 @@ if "--verbose" not in sys.argv:
 from absl import app, flags
 from ml_collections import config_flags
 
-from trainers import checkpointing, experiment, strategies
+from trainers import checkpointing, experiment, interrupts, strategies
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config",
@@ -137,16 +137,13 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, turned into an interrupt so the run saves a checkpoint as for Ctrl-C."""
 
 
-def _terminate(signum, frame):
-    del signum, frame
-    raise _Terminated()
-
-
 def _run_resumably(config, workdir: str) -> None:
-    """``experiment.run``; Ctrl-C or SIGTERM save a checkpoint and exit 130 / 143 with one line."""
-    signal.signal(signal.SIGTERM, _terminate)
+    """``experiment.run``; Ctrl-C or SIGTERM end the current inner loop, save a checkpoint and
+    exit 130 / 143 with one line (``trainers.interrupts``; a second signal stops at once)."""
+    signals = {signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: _Terminated}
     try:
-        experiment.run(config, workdir)
+        with interrupts.stop_at_loop_end(signals):
+            experiment.run(config, workdir)
     except experiment.RunInterrupted as interrupted:
         terminated = isinstance(interrupted.__cause__, _Terminated)
         print(

@@ -155,36 +155,3 @@ def test_a_run_that_generates_its_data_trains_as_one_that_finds_it_cached(load_c
     generated = experiment.run(config, str(tmp_path / "first"))
     cached = experiment.run(config, str(tmp_path / "second"))
     assert cached["eval_loss"] == generated["eval_loss"]
-
-
-@pytest.mark.parametrize(
-    ("signum", "status", "word"),
-    [(signal.SIGINT, 130, "Interrupted"), (signal.SIGTERM, 143, "Terminated")],
-)
-def test_ctrl_c_and_sigterm_save_a_checkpoint_and_say_how_to_resume(
-    tmp_path, data_dir, mnist1d_config_path, signum, status, word
-):
-    workdir = str(tmp_path / "run")
-    checkpoints = os.path.join(workdir, "checkpoints")
-    command = [sys.executable, "-m", "trainers.train", f"--config={mnist1d_config_path}:smoke"]
-    command += [f"--workdir={workdir}", "--config.num_steps=100000", "--config.progress_bar=False"]
-    command += [f"--config.data.data_dir={data_dir}", "--config.checkpoint_every_steps=1000"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        # Metrics are written every 10 steps; checkpoints only every 1,000, so the one found
-        # after the signal was saved by it.
-        deadline = time.monotonic() + 240
-        while not metrics_writer.read_metrics(workdir) and time.monotonic() < deadline:
-            assert process.poll() is None, process.stderr.read().decode()[-3000:]
-            time.sleep(0.5)
-        process.send_signal(signum)
-        _, stderr = process.communicate(timeout=120)
-    finally:
-        process.kill()
-    last_line = stderr.decode().strip().splitlines()[-1]
-    assert process.returncode == status, stderr.decode()[-3000:]
-    step = int(tf.train.latest_checkpoint(checkpoints).rsplit("-", 1)[1])
-    assert 10 <= step < 1000
-    assert last_line == (
-        f"{word} at step {step}; saved {checkpoints}/ckpt-{step}. Run the same command to resume."
-    )
