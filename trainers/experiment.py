@@ -37,6 +37,7 @@ import tensorflow as tf
 from echoing import meters as echo_meters
 from echoing import techniques as technique_modules
 from echoing.types import DatasetTransformation
+from pipelines import sources
 from trainers import build, checkpointing, controller, diagnosis, inputs, metrics_writer, strategies
 from trainers.controller import RunInterrupted
 from trainers.diagnosis import diagnose, format_diagnosis
@@ -86,6 +87,11 @@ def run(
     strategy = strategies.from_config(config)
     workdir = strategies.worker_directory(strategy, workdir)
     tf.io.gfile.makedirs(workdir)
+    with sources.loaded_once():  # the run's pipelines share one loaded data set
+        return _run(config, workdir, strategy, insertions)
+
+
+def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
     user_stages = technique_modules.Stages(insertions)
     counts = echo_meters.EchoMeters()
     trainer = build.build_trainer(config, strategy, counts, workdir, extra=[user_stages])

@@ -11,9 +11,13 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+from collections.abc import Iterator
 
 import ml_collections
+import numpy as np
 
 from pipelines import config as data_config
 from pipelines.sources.record_reader import ReadStats
@@ -23,13 +27,76 @@ __all__ = ["ReadStats", "Source", "SourceSplit", "check_not_empty", "load"]
 
 
 def load(config: ml_collections.ConfigDict) -> Source:
-    """Returns the source a resolved data config names (see ``pipelines.resolve_data_config``)."""
+    """Returns the source a resolved data config names (see ``pipelines.resolve_data_config``).
+
+    Inside ``loaded_once()`` a source is loaded once and shared by every pipeline built on it.
+    """
     loader = _LOADERS.get(config.source)
     if loader is None:
         raise ValueError(
             f"data config source must be one of {list(data_config.SOURCES)}, got {config.source!r}."
         )
-    return loader(config)
+    if _loaded is None:
+        return loader(config)
+    key = _source_key(config)
+    if key not in _loaded:
+        _loaded[key] = loader(config)
+    return _loaded[key]
+
+
+# Sources loaded inside ``loaded_once`` (None outside it), by the fields that choose them.
+_loaded: dict | None = None
+# Fields of what a pipeline does with the examples, which no loader reads.
+_STAGE_FIELDS = frozenset(
+    {
+        "augment",
+        "batch_size",
+        "echo",
+        "echo_buffer_size",
+        "echo_insert",
+        "eval_batch_size",
+        "prefetch",
+        "service_address",
+        "service_processing_mode",
+        "shuffle_buffer",
+    }
+)
+
+
+@contextlib.contextmanager
+def loaded_once() -> Iterator[None]:
+    """Within it, ``load`` reads each source once: a run's train, eval and timing pipelines
+    (and every replica's) share it, instead of re-opening the data set for each."""
+    global _loaded
+    outer = _loaded
+    _loaded = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _loaded = outer
+
+
+def _source_key(config: ml_collections.ConfigDict) -> tuple:
+    return tuple(
+        (name, _value_key(config[name]))
+        for name in sorted(config.keys())
+        if name not in _STAGE_FIELDS
+    )
+
+
+def _value_key(value) -> object:
+    # In-memory arrays by content (configs are copied on the way, so not by identity); anything
+    # unforeseen by identity, which can only miss the cache, never confuse two data sets.
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if isinstance(value, (dict, ml_collections.ConfigDict)):
+        return tuple((key, _value_key(value[key])) for key in sorted(value.keys()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_value_key(item) for item in value)
+    if isinstance(value, np.ndarray):
+        digest = hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest()
+        return ("array", value.shape, str(value.dtype), digest)
+    return ("id", id(value))
 
 
 # Each loader imports its source on first use: TFDS, gcsfs and tensorflow-text load only when a

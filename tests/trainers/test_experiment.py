@@ -11,6 +11,7 @@ import ml_collections
 import pytest
 import tensorflow as tf
 
+from pipelines import sources
 from trainers import experiment, metrics_writer
 
 
@@ -147,11 +148,18 @@ def test_mirrored_strategy_run_resumes_without_the_iterator(
     assert [r["step"] for r in metrics_writer.read_metrics(workdir)] == [10, 20]
 
 
-def test_a_run_that_generates_its_data_trains_as_one_that_finds_it_cached(load_config, tmp_path):
+def test_a_run_that_generates_its_data_trains_as_one_that_finds_it_cached(
+    load_config, tmp_path, monkeypatch
+):
     """Generating MNIST-1D draws from the global generators; the model must not see that."""
+    loads = []
+    loader = sources._LOADERS["mnist1d"]
+    monkeypatch.setitem(sources._LOADERS, "mnist1d", lambda c: loads.append(1) or loader(c))
     config = load_config("mnist1d", "smoke")
     config.data.data_dir = str(tmp_path / "data")  # empty: the first run generates the data
-    config.timing_steps, config.progress_bar = 0, False
+    config.progress_bar = False
     generated = experiment.run(config, str(tmp_path / "first"))
     cached = experiment.run(config, str(tmp_path / "second"))
     assert cached["eval_loss"] == generated["eval_loss"]
+    # Each run opens the data set once for its train, eval and timing pipelines.
+    assert len(loads) == 2

@@ -1,0 +1,43 @@
+"""sources.loaded_once: a run's pipelines share one loaded source; outside it, nothing is kept."""
+
+import numpy as np
+
+import pipelines
+from pipelines import sources
+
+
+def _config(num_train=64):
+    config = pipelines.default_data_config()
+    config.source, config.batch_size = "arrays", 8
+    rng = np.random.default_rng(0)
+    config.train_arrays = {
+        "inputs": rng.normal(size=(num_train, 4)).astype(np.float32),
+        "label": np.arange(num_train) % 3,
+    }
+    config.eval_arrays = {
+        "inputs": rng.normal(size=(16, 4)).astype(np.float32),
+        "label": np.zeros(16, np.int64),
+    }
+    return pipelines.resolve_data_config(config)
+
+
+def test_a_source_is_loaded_once_per_scope_whatever_the_pipeline_stages(monkeypatch):
+    loads = []
+    loader = sources._LOADERS["arrays"]
+    monkeypatch.setitem(sources._LOADERS, "arrays", lambda c: loads.append(1) or loader(c))
+    config = _config()
+    with sources.loaded_once():
+        first = sources.load(config)
+        staged = _config()
+        staged.train_arrays, staged.eval_arrays = config.train_arrays, config.eval_arrays
+        staged.augment, staged.batch_size, staged.echo = "none", 4, 2.0  # stages, not data
+        assert sources.load(staged) is first
+        with sources.loaded_once():  # nested: the same scope
+            assert sources.load(config) is first
+        other = _config(num_train=32)  # other data: loaded on its own
+        assert sources.load(other) is not first
+        batches = [pipelines.make_datasets(config, seed=0).train for _ in range(3)]
+        assert all(b.element_spec == batches[0].element_spec for b in batches)
+    assert len(loads) == 2
+    assert sources.load(config) is not first  # outside: nothing kept
+    assert len(loads) == 3
