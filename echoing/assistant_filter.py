@@ -92,6 +92,12 @@ class AssistantFilter:
     def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         spec = dataset.element_spec
         grouping.require_key(spec, self.label_key, "assistant_filter", "label_key")
+        if spec[self.label_key].shape.rank != 0:
+            raise ValueError(
+                f"assistant_filter needs one example per element (a scalar "
+                f"{self.label_key!r}), got {spec[self.label_key]}: the dataset looks batched. "
+                "Apply the filter before batch(), so that it drops examples, not whole batches."
+            )
         feature_spec = dataset.map(lambda e: select_features(e, self.features)).element_spec
         if not isinstance(feature_spec, tf.TensorSpec):
             raise TypeError(

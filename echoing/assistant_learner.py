@@ -229,6 +229,7 @@ class AssistantLearner:
         ``features=None`` means ``labels`` holds example ids to look up in ``examples``.
         """
         self._raise_if_failed()
+        self._check_shapes(features, labels, losses)
         if not self.assistant.built:
             sample_features, sample_labels = features, labels
             if features is None:  # from feedback_ids: labels holds ids
@@ -327,6 +328,40 @@ class AssistantLearner:
                 "trained_examples": self._trained_examples,
             }
 
+    def _check_shapes(self, features, labels, losses) -> None:
+        """Static checks, in the caller's thread: what would fail deep in the learner's graph."""
+        rows = tf.TensorShape(np.shape(labels))[:1]
+        if not rows.is_compatible_with(tf.TensorShape(np.shape(losses))[:1]):
+            raise ValueError(
+                f"AssistantLearner got {rows[0]} labels (or ids) but {np.shape(losses)} losses; "
+                "pass one unreduced Boss loss per example of the batch (reduction=None)."
+            )
+        expected = getattr(self.assistant, "_feature_shape", None)
+        if features is None or expected is None:
+            return
+        shape = tuple(np.shape(features))
+        if shape[1:] != tuple(expected) or shape[:1] != tuple(rows):
+            raise ValueError(
+                f"AssistantLearner got features of shape {shape}, but the Assistant scores "
+                f"features of shape {tuple(expected)} per example ({rows[0]} examples here); "
+                "give it the batch the Boss trained on, selected as the filter selects them "
+                "(features=...)."
+            )
+
+    def _check_labels(self, labels) -> None:
+        num_classes = getattr(self.assistant, "num_classes", None)
+        values = np.asarray(labels)
+        if (
+            num_classes is not None
+            and values.size
+            and not (values.min() >= 0 and values.max() < num_classes)
+        ):
+            raise ValueError(
+                f"AssistantLearner got labels in [{values.min()}, {values.max()}], outside "
+                f"[0, {num_classes}) for an Assistant of num_classes={num_classes}; pass the "
+                "Boss's integer class labels (or build the Assistant with the right num_classes)."
+            )
+
     # ----- The learner's side.
 
     def _run(self) -> None:
@@ -368,6 +403,7 @@ class AssistantLearner:
                 with tf.device("/cpu:0"):
                     features = tf.gather(self._example_features, labels)
                     labels = tf.gather(self._example_labels, labels)
+            self._check_labels(labels)  # needs the values: here, off the Boss's thread
             losses = np.asarray(losses, np.float32).reshape(-1)
             finite = np.isfinite(losses)
             count = int(finite.sum())
@@ -437,7 +473,7 @@ class AssistantLearner:
     def _raise_if_failed(self) -> None:
         if self._error is not None:
             raise RuntimeError(
-                f"AssistantLearner's training thread failed with {self._error!r}; the Assistant "
+                f"AssistantLearner's training thread failed: {self._error}; the Assistant "
                 "stopped learning. Fix the cause (often features/labels that do not match the "
                 "Assistant) and create a new learner."
             ) from self._error

@@ -33,6 +33,14 @@ def _read_only_builder(name: str, data_dir: str):
     try:
         return read_only_builder.builder_from_files(name, data_dir=data_dir)
     except tfds.core.registered.DatasetNotFoundError as error:
+        if name.split(":")[0].split("/")[0] not in tfds.list_builders(
+            with_community_datasets=False
+        ):
+            raise ValueError(
+                f"there is no TFDS dataset named {name!r}, and none prepared under "
+                f"data_dir={data_dir!r}; check the spelling against tfds.list_builders() (e.g. "
+                "'mnist', 'cifar10'), or point data_dir at your prepared copy."
+            ) from error
         raise ValueError(
             f"dataset {name!r} needs a download; use --data_dir with a prepared copy or the "
             f"default mnist1d (no prepared copy under data_dir={data_dir!r}; prepare one with "

@@ -188,3 +188,9 @@ def test_non_model_assistant_is_rejected():
 def test_elements_without_a_label_dict_are_rejected_at_apply(dataset):
     with pytest.raises(TypeError, match="dict elements with a 'label' key"):
         dataset.apply(assistant_filter(Assistant(2, input_shape=(4,))))
+
+
+def test_a_filter_after_batch_is_refused_with_the_fix():
+    batches = _source().batch(8)
+    with pytest.raises(ValueError, match=r"looks batched\. Apply the filter before batch\(\)"):
+        batches.apply(assistant_filter(Assistant(2, input_shape=(4,))))

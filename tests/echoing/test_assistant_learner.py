@@ -118,11 +118,12 @@ def test_full_queue_drops_the_oldest_feedback_without_blocking(queue_size, pushe
 @pytest.mark.parametrize("surface", ["push", "close", "wait_until_idle"])
 def test_errors_in_the_thread_are_raised_in_the_callers_thread(surface):
     learner = AssistantLearner(Assistant(2, input_shape=(3,)))
-    # Features of the wrong width make the Assistant fail inside the learner thread.
-    learner.push(tf.zeros([2, 5]), tf.zeros([2], tf.int64), tf.constant([1.0, 2.0]))
+    # Labels outside the Assistant's classes are found by the thread (it reads the values).
+    learner.push(tf.zeros([2, 3]), tf.constant([0, 7], tf.int64), tf.constant([1.0, 2.0]))
     learner._thread.join(timeout=60)
     assert not learner._thread.is_alive()
-    with pytest.raises(RuntimeError, match="training thread failed") as raised:
+    message = r"training thread failed: AssistantLearner got labels in \[0, 7\], outside \[0, 2\)"
+    with pytest.raises(RuntimeError, match=message) as raised:
         if surface == "push":
             learner.push(tf.zeros([2, 3]), tf.zeros([2], tf.int64), tf.constant([1.0, 2.0]))
         elif surface == "close":
@@ -214,3 +215,26 @@ def test_feedback_by_ids_without_examples_explains_the_fix():
 def test_examples_without_labels_are_rejected():
     with pytest.raises(TypeError, match="examples=dict"):
         AssistantLearner(Assistant(2, input_shape=(1,)), examples={"inputs": np.zeros([3, 1])})
+
+
+@pytest.mark.parametrize(
+    ("features", "labels", "losses", "message"),
+    [
+        (
+            [2, 5],
+            [0, 1],
+            [1.0, 2.0],
+            r"features of shape \(2, 5\), but the Assistant scores .*\(3,\)",
+        ),
+        ([3, 3], [0, 1], [1.0, 2.0], r"features of shape \(3, 3\).*\(2 examples here\)"),
+        ([2, 3], [0, 1], [1.0], r"got 2 labels \(or ids\) but \(1,\) losses"),
+    ],
+)
+def test_inputs_that_do_not_fit_the_assistant_are_refused_at_once(
+    features, labels, losses, message
+):
+    learner = AssistantLearner(Assistant(2, input_shape=(3,)))
+    with pytest.raises(ValueError, match=message):
+        learner.push(tf.zeros(features), tf.constant(labels, tf.int64), tf.constant(losses))
+    assert learner._thread is None  # refused in the caller's thread: nothing queued
+    learner.close()

@@ -151,13 +151,17 @@ def test_tfds_reads_stored_mnist1d_by_name(tiny_config, mnist1d_dir, tiny_sizes)
     assert datasets.input_shape == (40,)
 
 
-@pytest.mark.parametrize("name", ["mnist", "cifar10", "no_such_dataset"])
-def test_tfds_offline_name_needs_download(tmp_path, name):
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("mnist", "dataset 'mnist' needs a download; use --data_dir with a prepared copy"),
+        ("cifar10", "dataset 'cifar10' needs a download; use --data_dir with a prepared copy"),
+        ("no_such_dataset", "there is no TFDS dataset named 'no_such_dataset'.*tfds.list_builders"),
+    ],
+)
+def test_tfds_offline_name_needs_download_or_does_not_exist(tmp_path, name, message):
     config = pipelines.default_data_config()
     config.source, config.name, config.data_dir = "tfds", name, str(tmp_path)
-    message = (
-        f"dataset '{name}' needs a download; use --data_dir with a prepared copy or the default"
-    )
     with pytest.raises(ValueError, match=message):
         pipelines.make_datasets(config, seed=0)
 

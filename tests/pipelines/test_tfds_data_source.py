@@ -33,7 +33,8 @@ def test_array_record_copy_by_name(data_dir, split, size):
     [
         (NAME, "train", "is stored as tfrecord, which has no random access.*array_record"),
         (f"{NAME}_array_record", "validation", r"no split 'validation'.*\['test', 'train'\]"),
-        ("not_prepared_here", "train", "needs a download.*no prepared copy"),
+        ("mnist", "train", "needs a download.*no prepared copy"),
+        ("not_prepared_here", "train", "there is no TFDS dataset named 'not_prepared_here'"),
     ],
 )
 def test_errors(data_dir, name, split, message):

@@ -1,0 +1,172 @@
+"""One table of the inputs a user can get wrong, each with the error it must raise, early.
+
+Each row: what was wrong, how to trigger it, the exception and a pattern its message must match
+(naming the value and the fix). The per-module tests check the same errors in context; this
+table is the one place to read them all, and to add a row when a new input is accepted. Errors
+that need a server or a run (gs:// without network or credentials, a corrupt checkpoint, a
+starving filter) are in ``tests/pipelines/sources/test_faults.py``,
+``tests/trainers/test_checkpointing.py`` and ``tests/echoing/test_assistant_filter.py``; every
+config field's refusal is the table in ``tests/trainers/test_experiment.py``.
+"""
+
+import ml_collections
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import echoing
+import pipelines
+from trainers import experiment
+
+
+def _examples(n=8, batched=False):
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {
+            "inputs": np.zeros((n, 4), np.float32),
+            "label": np.zeros(n, np.int64),
+            "id": np.arange(n, dtype=np.int64),
+        }
+    )
+    return dataset.batch(4) if batched else dataset
+
+
+def _live_factor(value):
+    factor = tf.Variable(2.0)
+    echoed = tf.data.Dataset.range(4).apply(echoing.echo(factor))
+    factor.assign(value)
+    return list(echoed)
+
+
+def _learner_push(features, labels, losses):
+    learner = echoing.AssistantLearner(echoing.Assistant(2, input_shape=(4,)))
+    learner.push(tf.zeros(features), tf.constant(labels, tf.int64), tf.constant(losses))
+
+
+def _tfds(name, tmp_path):
+    config = pipelines.default_data_config()
+    config.source, config.name, config.data_dir = "tfds", name, str(tmp_path)
+    pipelines.make_datasets(config, seed=0)
+
+
+def _data_config(**fields):
+    config = pipelines.default_data_config()
+    config.update(fields)
+    pipelines.resolve_data_config(config)
+
+
+def _run_config(**fields):
+    config = experiment.default_config().to_dict()
+    config.update(fields)
+    experiment.resolve_config(ml_collections.ConfigDict(config))
+
+
+ROWS = {
+    # Echo factors, static and live.
+    "echo factor 0": (lambda _: echoing.echo(0), ValueError, r"finite and > 0, got 0\.0"),
+    "echo factor 1e9": (lambda _: echoing.echo(1e9), ValueError, r"at most MAX_FACTOR=1000"),
+    "echo factor '2'": (lambda _: echoing.echo("2"), TypeError, r"a real number.*got '2'"),
+    "live factor -1": (
+        lambda _: _live_factor(-1.0),
+        tf.errors.InvalidArgumentError,
+        r"live echo factor \(a tf.Variable\) must be in \(0, 1000\], got.*-1",
+    ),
+    "live factor NaN": (
+        lambda _: _live_factor(float("nan")),
+        tf.errors.InvalidArgumentError,
+        r"live echo factor .*must be in \(0, 1000\], got.*nan",
+    ),
+    "AutoEcho max_factor 0": (
+        lambda _: echoing.AutoEcho(max_factor=0),
+        ValueError,
+        r"max_factor must be in \[1\.0, 1000\.0\], got 0",
+    ),
+    # The Assistant, its filter and its learner.
+    "Assistant num_classes 0": (
+        lambda _: echoing.Assistant(num_classes=0, input_shape=(4,)),
+        ValueError,
+        r"num_classes=0\): expected a positive int",
+    ),
+    "filter base_prob 2": (
+        lambda _: echoing.assistant_filter(echoing.Assistant(2, input_shape=(4,)), base_prob=2.0),
+        ValueError,
+        r"base_prob=2\.0\): expected a number in \(0, 1\]",
+    ),
+    "filter after batch()": (
+        lambda _: _examples(batched=True).apply(
+            echoing.assistant_filter(echoing.Assistant(2, input_shape=(4,)))
+        ),
+        ValueError,
+        r"looks batched\. Apply the filter before batch\(\)",
+    ),
+    "learner features of another width": (
+        lambda _: _learner_push([2, 5], [0, 1], [1.0, 2.0]),
+        ValueError,
+        r"features of shape \(2, 5\), but the Assistant scores features of shape \(4,\)",
+    ),
+    "learner losses of another length": (
+        lambda _: _learner_push([2, 4], [0, 1], [1.0]),
+        ValueError,
+        r"got 2 labels \(or ids\) but \(1,\) losses",
+    ),
+    # Pruning and the loss table.
+    "prune after batch()": (
+        lambda _: _examples(batched=True).apply(
+            echoing.loss_prune(echoing.LossTable(8), num_epochs=2)
+        ),
+        TypeError,
+        r"must be a scalar integer id.*insert the stage before batch\(\)",
+    ),
+    "prune_ratio 1": (
+        lambda _: echoing.loss_prune(echoing.LossTable(8), num_epochs=2, prune_ratio=1.0),
+        ValueError,
+        r"prune_ratio=1\.0\): expected a number in \[0, 1\)",
+    ),
+    "loss table id out of range": (
+        lambda _: echoing.LossTable(4).update([4], [1.0]),
+        ValueError,
+        r"ids outside \[0, 4\): \[4\].*num_examples = the data set size",
+    ),
+    "loss table lengths differ": (
+        lambda _: echoing.LossTable(4).update([0, 1], [1.0]),
+        ValueError,
+        r"got 2 ids and 1 losses; pass one loss per id",
+    ),
+    "priority table id out of range": (
+        lambda _: echoing.PriorityTable(4).update([9], [1.0], step=0),
+        ValueError,
+        r"id 9 is out of range for a PriorityTable of N=4",
+    ),
+    "select_rows k > batch": (
+        lambda _: echoing.select_rows({"x": tf.zeros([4, 2])}, tf.zeros([4]), 5),
+        ValueError,
+        r"k=5\) asks for more rows than the batch has \(4\)",
+    ),
+    # Data: TFDS names and data config fields.
+    "TFDS name that does not exist": (
+        lambda tmp_path: _tfds("no_such_dataset", tmp_path),
+        ValueError,
+        r"there is no TFDS dataset named 'no_such_dataset'.*tfds\.list_builders",
+    ),
+    "TFDS name not prepared offline": (
+        lambda tmp_path: _tfds("mnist", tmp_path),
+        ValueError,
+        r"dataset 'mnist' needs a download; use --data_dir with a prepared copy",
+    ),
+    "data batch_size 0": (
+        lambda _: _data_config(batch_size=0),
+        ValueError,
+        r"batch_size must be >= 1, got 0",
+    ),
+    "run config unknown key": (
+        lambda _: _run_config(num_epochs=3),
+        ValueError,
+        r"unknown config key 'num_epochs'\. Valid keys: \[",
+    ),
+}
+
+
+@pytest.mark.parametrize("wrong", ROWS)
+def test_every_wrong_input_is_a_clear_early_error(wrong, tmp_path):
+    trigger, error, message = ROWS[wrong]
+    with pytest.raises(error, match=message):
+        trigger(tmp_path)
