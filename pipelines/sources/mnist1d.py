@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import io
 import sys
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -128,8 +129,9 @@ def data_source(num_train: int, num_eval: int, data_dir: str, *, split: str = "t
     Returns:
       A ``tfds`` ``ArrayRecordDataSource`` with ``len() == num_train`` (or ``num_eval``).
     """
-    mnist1d_builder = builder(num_train, num_eval, data_dir, file_format="array_record")
-    _prepare(mnist1d_builder)
+    mnist1d_builder = _prepared(
+        lambda: builder(num_train, num_eval, data_dir, file_format="array_record")
+    )
     return mnist1d_builder.as_data_source(split=split)
 
 
@@ -141,8 +143,7 @@ def load(num_train: int, num_eval: int, data_dir: str) -> Source:
       num_eval: test examples.
       data_dir: TFDS data directory, e.g. ~/.cache/echoing.
     """
-    mnist1d_builder = builder(num_train, num_eval, data_dir)
-    _prepare(mnist1d_builder)
+    mnist1d_builder = _prepared(lambda: builder(num_train, num_eval, data_dir))
     return Source(
         train=_split(mnist1d_builder, "train", num_train),
         eval=_split(mnist1d_builder, "test", num_eval),
@@ -151,10 +152,11 @@ def load(num_train: int, num_eval: int, data_dir: str) -> Source:
     )
 
 
-def _prepare(mnist1d_builder: Mnist1d) -> None:
-    """Generates and stores the data set on first use, saying so in one line."""
+def _prepared(make_builder: Callable[[], Mnist1d]) -> Mnist1d:
+    """A builder whose data is stored: generated on first use, saying so in one line."""
+    mnist1d_builder = make_builder()
     if mnist1d_builder.is_prepared():
-        return
+        return mnist1d_builder
     config = mnist1d_builder.builder_config
     print(
         f"Generating MNIST-1D ({config.num_train} train / {config.num_eval} eval examples) "
@@ -163,8 +165,14 @@ def _prepare(mnist1d_builder: Mnist1d) -> None:
     )
     # TFDS prints "Downloading and preparing dataset Unknown size ..." to stdout; nothing is
     # downloaded here, so that line would only mislead.
-    with contextlib.redirect_stdout(io.StringIO()):
-        mnist1d_builder.download_and_prepare()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            mnist1d_builder.download_and_prepare()
+    except FileExistsError:
+        # Another run on the same fresh data_dir stored it first. TFDS moves a complete
+        # directory into place, so that copy is whole: read it with a builder that sees it.
+        return make_builder()
+    return mnist1d_builder
 
 
 def _split(mnist1d_builder: Mnist1d, split: str, num_examples: int) -> SourceSplit:

@@ -41,3 +41,21 @@ def test_a_source_is_loaded_once_per_scope_whatever_the_pipeline_stages(monkeypa
     assert len(loads) == 2
     assert sources.load(config) is not first  # outside: nothing kept
     assert len(loads) == 3
+
+
+def test_a_second_run_that_loses_the_race_to_generate_mnist1d_reads_the_winners_copy(
+    tmp_path, monkeypatch
+):
+    from pipelines.sources import mnist1d
+
+    prepare = mnist1d.Mnist1d.download_and_prepare
+
+    def other_run_wins(self, *args, **kwargs):
+        prepare(self, *args, **kwargs)  # the other run stores the data...
+        # ...and TFDS then refuses to move this run's copy over it.
+        raise FileExistsError(f"Cannot rename ... Destination {self.data_dir} already exists.")
+
+    monkeypatch.setattr(mnist1d.Mnist1d, "download_and_prepare", other_run_wins)
+    source = mnist1d.load(40, 10, str(tmp_path))
+    assert source.train.num_examples == 40
+    assert len(list(source.train.dataset)) == 40 and len(list(source.eval.dataset)) == 10
