@@ -2,7 +2,7 @@
 
 Run::
 
-    python benchmarks/keras_fit.py           # ~4 min: 3 seeds x 6 methods
+    python benchmarks/keras_fit.py           # ~4 min: 3 seeds x 7 methods
     python benchmarks/keras_fit.py --quick   # seconds; what tests/benchmarks runs
 
 Writes ``benchmarks/results/keras_fit.json`` and ``keras_fit.png``, prints a markdown table.
@@ -16,6 +16,8 @@ sleeps ``--delay`` seconds (a slow disk or network standing in). Methods, same m
   the slow batches are unbatched, echoed, shuffled (a buffer of ``--shuffle-buffer``) and
   batched again, so that an example's copies land in different batches (the paper's example
   echoing with shuffling after echo);
+* ``auto_start``: the same, starting from the factor ``echoing.diagnose`` recommends instead
+  of 1 (``AutoEcho(initial_factor=...)``);
 * ``fixed``: the same pipeline with ``echoing.echo(e)``, e = the factor ``echoing.diagnose``
   recommends for this pipeline and model;
 * ``auto_batch`` and ``fixed_batch``: the same two with batch echoing (``echo`` after ``batch()``,
@@ -30,9 +32,10 @@ it (``early_target_speedups``), which the baseline reaches in its first few epoc
 
 Headline (``keras_fit.json``): ``autoecho_fit_speedup`` = the baseline's mean train seconds to
 the target / ``auto``'s (null unless every seed of both reached it); ``fixed_echo_fit_speedup``,
-``autoecho_batch_fit_speedup``, ``fixed_batch_echo_fit_speedup`` and ``pruning_fit_speedup``
-likewise; ``diagnose_R_error`` = |R from ``echoing.diagnose`` - R from timing the pipeline and
-a cached-batch step apart| / the latter.
+``autoecho_from_diagnosis_fit_speedup``, ``autoecho_batch_fit_speedup``,
+``fixed_batch_echo_fit_speedup`` and ``pruning_fit_speedup`` likewise; ``diagnose_R_error`` =
+|R from ``echoing.diagnose`` - R from timing the pipeline and a cached-batch step apart| / the
+latter.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 import echoing  # noqa: E402 (after the path set-up, as a script)
 
 RESULTS = ROOT / "benchmarks" / "results"
-METHODS = ("baseline", "auto", "fixed", "auto_batch", "fixed_batch", "pruned")
+METHODS = ("baseline", "auto", "auto_start", "fixed", "auto_batch", "fixed_batch", "pruned")
 
 
 def load_digits() -> dict:
@@ -173,7 +176,8 @@ def echo_pipeline(method: str, data: dict, seed: int, args, factor: float) -> tu
     batches = throttled_batches(data, seed, args.batch_size, args.delay)
     by_example = not method.endswith("_batch")
     if method.startswith("auto"):
-        auto = echoing.AutoEcho(max_factor=args.max_echo)
+        start = min(max(factor, 1.0), args.max_echo) if method == "auto_start" else 1.0
+        auto = echoing.AutoEcho(max_factor=args.max_echo, initial_factor=start)
         stamp = echoing.keras.AutoEchoCallback(auto)
         train_set = echoed(batches, auto.echo(), by_example, seed, args)
         return train_set.prefetch(2).apply(stamp.stamp), [stamp]
@@ -267,6 +271,7 @@ def headline(summary: dict, r_measurement: dict) -> dict:
 
     return {
         "autoecho_fit_speedup": speedup("auto"),
+        "autoecho_from_diagnosis_fit_speedup": speedup("auto_start"),
         "fixed_echo_fit_speedup": speedup("fixed"),
         "autoecho_batch_fit_speedup": speedup("auto_batch"),
         "fixed_batch_echo_fit_speedup": speedup("fixed_batch"),
@@ -304,6 +309,7 @@ def plot(runs: list[dict], summary: dict, path: Path) -> None:
     colors = {
         "baseline": "tab:blue",
         "auto": "tab:red",
+        "auto_start": "tab:brown",
         "fixed": "tab:green",
         "auto_batch": "tab:orange",
         "fixed_batch": "tab:olive",

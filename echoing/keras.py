@@ -145,12 +145,13 @@ class AutoEchoCallback(keras.callbacks.Callback):
     ``on_train_batch_begin`` to ``on_train_batch_end``; its first step waited from the call's
     start to its batch's ready time (0 when the batch was ready before), and the later steps'
     waits follow from the gaps between one batch's hand-over and the next one's ready time
-    (``fit_timing.execution_wait``). Each call is one ``AutoEcho.observe`` of that many steps;
-    the first call of a fit (tracing) is skipped. ``stamp`` turns off tf.data's injected final
-    prefetch (``inject_prefetch``), which would run the recording ahead of the steps and credit
-    each step with a later batch's time: that made every step look input-bound, and the factor
-    climbed to its bound on pipelines that kept up. The factor is added to the epoch logs
-    (``History``, TensorBoard) as ``echo_factor``.
+    (``fit_timing.execution_wait``). The calls of every ``observe_seconds`` (and of each
+    epoch's end) are one ``AutoEcho.observe``, so that a fast step does not pay for a Python
+    update each time; the first call of a fit (tracing) is skipped. ``stamp`` turns off
+    tf.data's injected final prefetch (``inject_prefetch``), which would run the recording ahead
+    of the steps and credit each step with a later batch's time: that made every step look
+    input-bound, and the factor climbed to its bound on pipelines that kept up. The factor is
+    added to the epoch logs (``History``, TensorBoard) as ``echo_factor``.
 
     For factors above 2 or 3, echo examples rather than batches where the pipeline allows it
     (``unbatch()``, the echo stage, a ``shuffle`` and ``batch()`` again): copies of an example
@@ -160,16 +161,22 @@ class AutoEchoCallback(keras.callbacks.Callback):
     Args:
       auto_echo: the ``echoing.AutoEcho`` whose factor the pipeline's echo stage reads.
       max_steps_per_execution: the most steps one call may run (the stamps kept).
+      observe_seconds: how often the controller is updated (the calls of that much time are
+        one observation).
     """
 
-    def __init__(self, auto_echo, *, max_steps_per_execution: int = 4096):
+    def __init__(
+        self, auto_echo, *, max_steps_per_execution: int = 4096, observe_seconds: float = 0.05
+    ):
         super().__init__()
         self.auto_echo = auto_echo
         self._stamps = fit_timing.BatchStamps(capacity=max_steps_per_execution)
+        self.observe_seconds = float(observe_seconds)
         self._begin = None
         self._traced = False
         self._read = 0  # batches whose stamps were read
-        self.observations = 0
+        self._calls = []  # (begin, end, batches taken by its end) of calls not yet observed
+        self.observations = 0  # calls timed
 
     def stamp(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """The pipeline's last transformation: records when each batch was ready and taken."""
@@ -177,7 +184,7 @@ class AutoEchoCallback(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._traced = False
-        self._read = self._stamps.count  # batches taken before this fit are not its steps
+        self._calls.clear()
         steps = int(getattr(self.model, "steps_per_execution", 1) or 1)
         if steps > self._stamps.capacity:
             raise ValueError(
@@ -190,17 +197,45 @@ class AutoEchoCallback(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         end = time.time()
-        ready, handed = self._stamps.since(self._read)
-        self._read += len(ready)
-        if self._begin is None or not self._traced or not len(ready):
+        taken = self._stamps.count
+        if self._begin is None or not self._traced:
             self._traced = True  # the first call of a fit traces and compiles: not timed
+            self._read = taken
             return
-        seconds = max(end - self._begin, 1e-6)
-        first = min(max(ready[0] - self._begin, 0.0), seconds)
-        wait = fit_timing.execution_wait(first, ready[1:] - handed[:-1], seconds)
-        self.auto_echo.observe(seconds=seconds, input_wait_seconds=wait, steps=len(ready))
-        self.observations += 1
+        self._calls.append((self._begin, end, taken))
+        # Timing is per call, the controller's update per ~observe_seconds: a fast step
+        # should not pay for a Python update each time (its window is ~1 s anyway).
+        pending = taken - self._read
+        if end - self._calls[0][0] >= self.observe_seconds or 2 * pending > self._stamps.capacity:
+            self._observe_calls()
+
+    def on_train_end(self, logs=None):
+        self._observe_calls()
+
+    def _observe_calls(self) -> None:
+        """One ``AutoEcho.observe`` of the calls since the last: their time, waits and steps."""
+        if not self._calls:
+            return
+        ready, handed = self._stamps.since(self._read)
+        seconds = wait = 0.0
+        steps, start = 0, self._read
+        for begin, end, taken in self._calls:
+            rows = slice(start - self._read, taken - self._read)
+            start = taken
+            call_ready, call_handed = ready[rows], handed[rows]
+            if not len(call_ready):
+                continue
+            duration = max(end - begin, 1e-6)
+            first = min(max(call_ready[0] - begin, 0.0), duration)
+            wait += fit_timing.execution_wait(first, call_ready[1:] - call_handed[:-1], duration)
+            seconds, steps = seconds + duration, steps + len(call_ready)
+            self.observations += 1
+        self._read = start
+        self._calls.clear()
+        if steps:
+            self.auto_echo.observe(seconds=seconds, input_wait_seconds=wait, steps=steps)
 
     def on_epoch_end(self, epoch, logs=None):
+        self._observe_calls()
         if logs is not None:
             logs["echo_factor"] = float(self.auto_echo.factor.numpy())

@@ -18,6 +18,7 @@ def test_quick_run_compares_auto_echo_and_a_fixed_factor_with_plain_fit(quick_re
     headline = result["headline"]
     assert set(headline) == {
         "autoecho_fit_speedup",
+        "autoecho_from_diagnosis_fit_speedup",
         "fixed_echo_fit_speedup",
         "autoecho_batch_fit_speedup",
         "fixed_batch_echo_fit_speedup",
@@ -25,7 +26,7 @@ def test_quick_run_compares_auto_echo_and_a_fixed_factor_with_plain_fit(quick_re
         "diagnose_R_error",
     }
     assert all(v is None or isinstance(v, float) for v in headline.values())
-    methods = {"baseline", "auto", "fixed", "auto_batch", "fixed_batch", "pruned"}
+    methods = {"baseline", "auto", "auto_start", "fixed", "auto_batch", "fixed_batch", "pruned"}
     assert {run["method"] for run in result["runs"]} == methods
     epochs = result["config"]["epochs"]
     assert all(len(run["curve"]) == epochs for run in result["runs"])
