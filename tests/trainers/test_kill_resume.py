@@ -56,18 +56,19 @@ def _stop_after_a_new_checkpoint(command, workdir, signum, rng, context):
         deadline = time.monotonic() + 240
         while _latest_step(workdir) <= resumed_at and time.monotonic() < deadline:
             if process.poll() == 0:  # finished before a new checkpoint: nothing to stop
-                return 0, process.stderr.read().decode()
+                return 0, process.stderr.read().decode(), NUM_STEPS
             if process.poll() is not None:
                 raise AssertionError(f"{context}: the run failed: {process.stderr.read()}")
             time.sleep(0.05)
         time.sleep(rng.uniform(0.0, 0.5))  # a random point between two checkpoints
+        signalled_at = _latest_step(workdir)
         process.send_signal(signum)
         _, stderr = process.communicate(timeout=120)
     finally:
         process.kill()
     stopped_at = _latest_step(workdir)
     assert resumed_at < stopped_at <= NUM_STEPS, (context, resumed_at, stopped_at)
-    return process.returncode, stderr.decode()
+    return process.returncode, stderr.decode(), signalled_at
 
 
 def _comparable(workdir):
@@ -96,8 +97,13 @@ def test_a_run_stopped_three_times_ends_exactly_as_one_never_stopped(
     command = _command(mnist1d_config_path, stopped, data_dir)
     stops = ((signal.SIGKILL, -9, None), (signal.SIGTERM, 143, "Terminated"))
     for signum, status, word in (*stops, (signal.SIGINT, 130, "Interrupted")):
-        returncode, stderr = _stop_after_a_new_checkpoint(command, stopped, signum, rng, context)
-        if returncode == 0:  # the signal came after the last step: nothing left to resume
+        returncode, stderr, signalled_at = _stop_after_a_new_checkpoint(
+            command, stopped, signum, rng, context
+        )
+        if returncode == 0:
+            # Only a signal in the last loop may be too late to stop the run; earlier, a run
+            # that finishes has ignored it.
+            assert signalled_at >= NUM_STEPS - 20, (context, signum, signalled_at, stderr[-2000:])
             break
         assert returncode == status, (context, signum, stderr[-2000:])
         if word:  # one line says where it stopped and how to resume
