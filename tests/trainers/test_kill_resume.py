@@ -90,10 +90,7 @@ def test_a_run_stopped_three_times_ends_exactly_as_one_never_stopped(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 240
-    while not _latest_step(whole) and time.monotonic() < deadline:  # the data is made by then
-        assert uninterrupted.poll() is None, uninterrupted.stderr.read().decode()[-2000:]
-        time.sleep(0.05)
+    # Both may generate the data set at once on a fresh data_dir: the loser reads the winner's.
     command = _command(mnist1d_config_path, stopped, data_dir)
     stops = ((signal.SIGKILL, -9, None), (signal.SIGTERM, 143, "Terminated"))
     for signum, status, word in (*stops, (signal.SIGINT, 130, "Interrupted")):
