@@ -92,12 +92,7 @@ class AssistantFilter:
     def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         spec = dataset.element_spec
         grouping.require_key(spec, self.label_key, "assistant_filter", "label_key")
-        if spec[self.label_key].shape.rank != 0:
-            raise ValueError(
-                f"assistant_filter needs one example per element (a scalar "
-                f"{self.label_key!r}), got {spec[self.label_key]}: the dataset looks batched. "
-                "Apply the filter before batch(), so that it drops examples, not whole batches."
-            )
+        _require_examples(spec, self.label_key)
         feature_spec = dataset.map(lambda e: select_features(e, self.features)).element_spec
         if not isinstance(feature_spec, tf.TensorSpec):
             raise TypeError(
@@ -157,6 +152,16 @@ class AssistantFilter:
             .map(keep_probability, num_parallel_calls=tf.data.AUTOTUNE, name=f"{self.name}_score")
             .scan(tf.constant(0, tf.int64), count_drops, name=f"{self.name}_keep")
             .unbatch(name=f"{self.name}_unbatch")
+        )
+
+
+def _require_examples(spec, label_key: str) -> None:
+    """Refuses a batched dataset: the filter decides per example, before ``batch()``."""
+    if spec[label_key].shape.rank != 0:
+        raise ValueError(
+            f"assistant_filter needs one example per element (a scalar {label_key!r}), got "
+            f"{spec[label_key]}: the dataset looks batched. Apply the filter before batch(), "
+            "so that it drops examples, not whole batches."
         )
 
 
