@@ -552,3 +552,9 @@ def format_entry(entry: dict) -> str:
 
 if __name__ == "__main__":
     main()
+    # Everything is written. Leave without interpreter teardown: once in CI the process hung
+    # there after printing its table (main thread garbage-collecting, no Python frame), with
+    # TensorFlow's and gcsfs's background threads alive; the cause is not found yet.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
