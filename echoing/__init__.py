@@ -15,6 +15,7 @@ from echoing.assistant_filter import AssistantFilter, assistant_filter
 from echoing.assistant_learner import AssistantLearner
 from echoing.auto_echo import AutoEcho
 from echoing.batch_selection import select_rows
+from echoing.boss_features import BossFeatures
 from echoing.diagnose import diagnose, format_diagnosis
 from echoing.echo import echo
 from echoing.loss_pruning import LossPruning, loss_prune
@@ -32,6 +33,7 @@ __all__ = [
     "AssistantFilter",
     "AssistantLearner",
     "AutoEcho",
+    "BossFeatures",
     "LossInbox",
     "LossPruning",
     "LossTable",

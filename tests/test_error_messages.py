@@ -9,6 +9,7 @@ starving filter) are in ``tests/pipelines/sources/test_faults.py``,
 config field's refusal is the table in ``tests/trainers/test_experiment.py``.
 """
 
+import keras
 import ml_collections
 import numpy as np
 import pytest
@@ -40,6 +41,12 @@ def _live_factor(value):
 def _learner_push(features, labels, losses):
     learner = echoing.AssistantLearner(echoing.Assistant(2, input_shape=(4,)))
     learner.push(tf.zeros(features), tf.constant(labels, tf.int64), tf.constant(losses))
+
+
+def _boss_features(up_to):
+    inputs = keras.Input((4,))
+    boss = keras.Model(inputs, keras.layers.Dense(2, name="dense")(inputs))
+    return echoing.BossFeatures(boss, up_to)
 
 
 def _tfds(name, tmp_path):
@@ -107,6 +114,11 @@ ROWS = {
         lambda _: _learner_push([2, 4], [0, 1], [1.0]),
         ValueError,
         r"got 2 labels \(or ids\) but \(1,\) losses",
+    ),
+    "BossFeatures layer that does not exist": (
+        lambda _: _boss_features("conv"),
+        ValueError,
+        r"up_to='conv'\): the Boss has no layer of that name; its layers are \[.*'dense'\]",
     ),
     # Pruning and the loss table.
     "prune after batch()": (
