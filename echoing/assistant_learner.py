@@ -71,7 +71,9 @@ class AssistantLearner:
       examples: an in-memory copy of the training set indexed by example id (a dict of arrays
         such as ``{"inputs": [N, ...], "label": [N]}``), so the Boss can report only
         ``(ids, losses)`` (the paper's AssistantQueue) via :meth:`feedback_ids`; the learner
-        thread gathers the features.
+        thread gathers the features. A ``features`` function is applied there, per batch, when
+        the Assistant trains (so one that reads live state, such as ``echoing.BossFeatures``,
+        sees its current value); a key is selected once, here.
     """
 
     def __init__(
@@ -148,8 +150,14 @@ class AssistantLearner:
                     "{'inputs': x_train, 'label': y_train}."
                 )
             with tf.device("/cpu:0"):
-                self._example_features = tf.constant(select_features(examples, features))
                 self._example_labels = tf.constant(examples[label_key])
+                self._example_features = self._example_columns = None
+                if callable(features):
+                    # Applied per batch in the learner's thread, not once here: a function may
+                    # read live state (echoing.BossFeatures follows the Boss's weights).
+                    self._example_columns = {k: tf.constant(v) for k, v in examples.items()}
+                else:
+                    self._example_features = tf.constant(select_features(examples, features))
         self.examples = examples
         self.assistant = assistant
         self.threshold = threshold
@@ -233,7 +241,8 @@ class AssistantLearner:
         if not self.assistant.built:
             sample_features, sample_labels = features, labels
             if features is None:  # from feedback_ids: labels holds ids
-                sample_features, sample_labels = self._example_features, self._example_labels
+                sample_features = self._features_of(tf.zeros([1], tf.int64))
+                sample_labels = self._example_labels
             shape = [1] + [1 if d is None else d for d in sample_features.shape[1:]]
             with tf.device("/cpu:0"):
                 self.assistant(
@@ -400,8 +409,8 @@ class AssistantLearner:
         trained_batches = trained_examples = nonfinite = 0
         for features, labels, losses in items:
             if features is None:  # from feedback_ids: labels holds example ids
+                features = self._features_of(labels)
                 with tf.device("/cpu:0"):
-                    features = tf.gather(self._example_features, labels)
                     labels = tf.gather(self._example_labels, labels)
             self._check_labels(labels)  # needs the values: here, off the Boss's thread
             losses = np.asarray(losses, np.float32).reshape(-1)
@@ -453,6 +462,14 @@ class AssistantLearner:
             self._hard_examples += hard
             if trained_examples:
                 self._recent_accuracy.append((correct, trained_examples))
+
+    def _features_of(self, ids) -> tf.Tensor:
+        """The features of the ``examples`` with these ids, as the filter would select them."""
+        with tf.device("/cpu:0"):
+            if self._example_features is not None:
+                return tf.gather(self._example_features, ids)
+            rows = {key: tf.gather(column, ids) for key, column in self._example_columns.items()}
+            return select_features(rows, self.features)
 
     def _train_step_eager(self, features, labels, losses, thresholds, finite):
         weights = tf.cast(finite, tf.float32)

@@ -206,6 +206,25 @@ def test_feedback_by_ids_looks_up_features_like_the_papers_assistant_queue(async
     assert np.mean((scores > 0.5) == (inputs[:, 0] > 0)) > 0.9
 
 
+def test_a_features_function_is_applied_when_the_assistant_trains_not_at_construction():
+    # A function reading live state (as echoing.BossFeatures does) must see its current value.
+    inputs = np.arange(32, dtype=np.float32).reshape(8, 4)
+    scale = tf.Variable(0.0)
+    assistant = Assistant(2, input_shape=(4,))
+    learner = AssistantLearner(
+        assistant,
+        features=lambda element: element["inputs"] * scale,
+        examples={"inputs": inputs, "label": np.zeros(8, np.int64)},
+        asynchronous=False,
+    )
+    hard = tf.constant([5.0, 0.0, 0.0, 0.0])  # unbalanced: the kernel has a gradient
+    learner.feedback_ids(tf.constant([0, 1, 2, 3]), hard)
+    assert not np.any(assistant.kernel.numpy())  # features were all zero: no kernel gradient
+    scale.assign(1.0)
+    learner.feedback_ids(tf.constant([4, 5, 6, 7]), hard)
+    assert np.any(assistant.kernel.numpy())  # now the features are the inputs
+
+
 def test_feedback_by_ids_without_examples_explains_the_fix():
     learner = AssistantLearner(Assistant(2, input_shape=(1,)))
     with pytest.raises(ValueError, match="examples="):
