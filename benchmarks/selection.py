@@ -57,14 +57,12 @@ sys.path.insert(0, str(ROOT))
 import echoing  # noqa: E402 (after the path set-up, as a script)
 from trainers.models import build_model  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from selection_assist import ASSIST_METHODS, AssistMethod  # noqa: E402 (a sibling script)
+
 RESULTS = ROOT / "benchmarks" / "results"
-METHODS = ("full", "prune", "short", "select")
-NOT_BUILT = (
-    "assist_steps_saved",
-    "assist_oracle_steps_saved",
-    "pgd_steps_speedup_clean",
-    "pgd_wall_speedup_clean",
-)
+METHODS = ("full", "prune", "short", "select", *ASSIST_METHODS)
+NOT_BUILT = ("pgd_steps_speedup_clean", "pgd_wall_speedup_clean")
 
 
 def load_mnist1d(num_samples: int, cache: Path) -> dict:
@@ -122,7 +120,7 @@ class Run:
         self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
         if self.table is not None:
             self.table.update(batch["id"], losses)
-        return loss
+        return losses
 
     def accuracy(self, data: dict) -> float:
         logits = self.model.predict(data["x_test"], batch_size=1000, verbose=0)
@@ -138,6 +136,11 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
     table = echoing.LossTable(n) if method == "prune" else None
     selecting = method == "select"
     run = Run(data, seed, learning_rate, table, args.batch_size if selecting else None)
+    assist = None
+    if method in ASSIST_METHODS:
+        assist = AssistMethod(method, run.model, data, seed, args.assist_base_prob)
+        run.table = assist.table  # the oracle's, updated by the step; None for the others
+        source = source.apply(assist.stage)
     if method == "prune":
         stage = echoing.loss_prune(
             table,
@@ -158,18 +161,25 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
         for batch in dataset:
             if budget is not None and run.steps >= budget:
                 break
-            done = (
-                run.steps / total_steps
-                if method != "prune"
-                else stage.seen_inputs.value() / (args.epochs * n)
-            )
+            if method == "prune":
+                done = stage.seen_inputs.value() / (args.epochs * n)
+            elif assist is not None:
+                done = assist.stage.seen.value() / (args.epochs * n)
+            else:
+                done = run.steps / total_steps
             run.set_progress(done)
-            run.step(batch)
+            losses = run.step(batch)
             run.steps += 1
+            if assist is not None:
+                assist.after_step(batch, losses, run.steps)
         seconds += time.perf_counter() - start
         point = {"epoch": epoch + 1, "steps": run.steps, "seconds": seconds}
         curve.append({**point, "test_accuracy": run.accuracy(data)})
-    return {"method": method, "seed": seed, "learning_rate": learning_rate, "curve": curve}
+    result = {"method": method, "seed": seed, "learning_rate": learning_rate, "curve": curve}
+    if assist is not None:
+        result["assistant"] = assist.stats()
+        assist.close()
+    return result
 
 
 def first_reaching(curve: list[dict], target: float) -> dict | None:
@@ -200,6 +210,11 @@ def summarize(runs: list[dict]) -> dict:
             "train_seconds_std": float(np.std([r["curve"][-1]["seconds"] for r in chosen])),
             "seconds_to_target": float(np.mean(reached)) if complete else None,
             "seconds_to_target_std": float(np.std(reached)) if complete else None,
+            "steps_to_target": (
+                float(np.mean([hit["steps"] for hit in hits])) if complete else None
+            ),
+            "ms_per_step": 1000
+            * float(np.mean([r["curve"][-1]["seconds"] / r["curve"][-1]["steps"] for r in chosen])),
         }
     return summary
 
@@ -213,6 +228,18 @@ def headline(summary: dict) -> dict:
         slow, fast = methods[reference]["seconds_to_target"], methods[method]["seconds_to_target"]
         return slow / fast if slow and fast else None
 
+    def steps_saved(method: str) -> float | None:
+        """1 - the method's Boss steps to the target / the full data's (null if not reached)."""
+        if method not in methods or not methods[method]["steps_to_target"]:
+            return None
+        return 1 - methods[method]["steps_to_target"] / methods["full"]["steps_to_target"]
+
+    def overhead(method: str) -> float | None:
+        """Time per Boss step over the full data's, minus 1: the filter's and learner's cost."""
+        if method not in methods:
+            return None
+        return methods[method]["ms_per_step"] / methods["full"]["ms_per_step"] - 1
+
     return {
         "prune_speedup_equal_epochs": speedup("full"),
         "prune_speedup_vs_short_schedule": speedup("short"),
@@ -223,6 +250,13 @@ def headline(summary: dict) -> dict:
             methods["prune"]["train_seconds"] / methods["full"]["train_seconds"]
         ),
         "select_batch_speedup": speedup("full", "select"),
+        # The learned Assistant of the paper's section 5.2 (on the Boss's first layer).
+        "assist_steps_saved": steps_saved("assist_boss"),
+        "assist_oracle_steps_saved": steps_saved("assist_oracle"),
+        "assist_raw_steps_saved": steps_saved("assist"),
+        "assist_overhead": overhead("assist_boss"),
+        "assist_oracle_overhead": overhead("assist_oracle"),
+        "assist_raw_overhead": overhead("assist"),
         **dict.fromkeys(NOT_BUILT),
     }
 
@@ -231,15 +265,17 @@ def markdown(summary: dict) -> str:
     lines = [
         f"target: {100 * summary['target_accuracy']:.2f}% (the worst full seed's final accuracy)",
         "",
-        "| method | final acc (%) | steps | train s | s to target | reached |",
-        "|---|---|---|---|---|---|",
+        "| method | final acc (%) | steps | train s | ms/step | steps to target "
+        "| s to target | reached |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for method, entry in summary["methods"].items():
-        to_target = entry["seconds_to_target"]
+        to_target, steps_to = entry["seconds_to_target"], entry["steps_to_target"]
         lines.append(
             f"| {method} | {100 * entry['final_accuracy']:.2f} ± "
             f"{100 * entry['final_accuracy_std']:.2f} | {entry['steps']:.0f} | "
             f"{entry['train_seconds']:.1f} ± {entry['train_seconds_std']:.1f} | "
+            f"{entry['ms_per_step']:.1f} | {'–' if steps_to is None else f'{steps_to:.0f}'} | "
             f"{'–' if to_target is None else f'{to_target:.1f}'} | "
             f"{entry['seeds_reaching_target']}/{entry['seeds']} |"
         )
@@ -253,7 +289,15 @@ def plot(runs: list[dict], summary: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-    colors = {"full": "tab:blue", "prune": "tab:red", "short": "tab:green", "select": "tab:purple"}
+    colors = {
+        "full": "tab:blue",
+        "prune": "tab:red",
+        "short": "tab:green",
+        "select": "tab:purple",
+        "assist": "tab:orange",
+        "assist_boss": "tab:brown",
+        "assist_oracle": "tab:gray",
+    }
     panels = list(zip(axes, ("seconds", "epoch"), ("train seconds", "epoch"), strict=True))
     for run in runs:
         label = run["method"] if run["seed"] == runs[0]["seed"] else None
@@ -293,6 +337,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--prune-ratio", type=float, default=0.5)
     parser.add_argument("--anneal", type=float, default=0.125)
     parser.add_argument("--select-pool", type=int, default=2, help="candidates per trained row")
+    parser.add_argument("--assist-base-prob", type=float, default=0.3, help="the filter's γ")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--lrs", default="0.02,0.05,0.1")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "echoing")
@@ -315,8 +360,9 @@ def main(argv: list[str] | None = None) -> dict:
         if "short" in args.methods:
             budget = chosen[-1]["curve"][-1]["steps"]
             chosen.append(train(data, "short", seed, args, learning_rate, budget=budget))
-        if "select" in args.methods:
-            chosen.append(train(data, "select", seed, args, learning_rate))
+        for method in ("select", *ASSIST_METHODS):
+            if method in args.methods:
+                chosen.append(train(data, method, seed, args, learning_rate))
         for run in chosen:
             last = run["curve"][-1]
             print(

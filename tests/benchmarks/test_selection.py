@@ -11,6 +11,8 @@ HEADLINE = {
     "select_batch_speedup",
     "assist_steps_saved",
     "assist_oracle_steps_saved",
+    "assist_raw_steps_saved",
+    "assist_overhead",
     "pgd_steps_speedup_clean",
     "pgd_wall_speedup_clean",
 }
@@ -30,7 +32,15 @@ def test_quick_run_compares_every_method_with_the_baselines(quick_results):
     assert set(result["headline"]) >= HEADLINE
     assert all(v is None or isinstance(v, float) for v in result["headline"].values())
     runs = {run["method"]: run for run in result["runs"]}
-    assert set(runs) == {"full", "prune", "short", "select"}
+    assert set(runs) == {
+        "full",
+        "prune",
+        "short",
+        "select",
+        "assist",
+        "assist_boss",
+        "assist_oracle",
+    }
     epochs = result["config"]["epochs"]
     assert len(runs["full"]["curve"]) == len(runs["prune"]["curve"]) == epochs
     # The short schedule is given exactly the steps pruning took.
@@ -39,6 +49,14 @@ def test_quick_run_compares_every_method_with_the_baselines(quick_results):
     # Selection scores batches of 2 x the batch size and trains on one batch size of rows.
     assert len(runs["select"]["curve"]) == epochs
     assert 2 * runs["select"]["curve"][-1]["steps"] == runs["full"]["curve"][-1]["steps"]
+    # Every Assistant filters: fewer steps than the full data over the same epochs, at a keep
+    # rate of at least its base probability γ; the learned ones were trained from the Boss.
+    for method in ("assist", "assist_boss", "assist_oracle"):
+        assert len(runs[method]["curve"]) == epochs
+        assert runs[method]["curve"][-1]["steps"] < runs["full"]["curve"][-1]["steps"]
+        assert 0.3 <= runs[method]["assistant"]["keep_rate"] < 1.0
+    for method in ("assist", "assist_boss"):
+        assert runs[method]["assistant"]["trained_examples"] > 0
     fraction = result["headline"]["prune_step_fraction"]
     assert fraction == pytest.approx(
         runs["prune"]["curve"][-1]["steps"] / runs["full"]["curve"][-1]["steps"]
