@@ -1,6 +1,6 @@
 r"""Output throughput of `echo` against the identity pipeline and the paper's one-liner.
 
-Run (about 5 minutes on 2 cores)::
+Run (about 15 minutes on 2 cores)::
 
     python benchmarks/echo_throughput.py            # writes benchmarks/results/echo_throughput.json
     python benchmarks/echo_throughput.py --quick    # a few seconds, for smoke tests
@@ -60,6 +60,9 @@ BATCH_SIZES = {"40xfloat32": 128, "32x32x3xuint8": 128, "224x224x3xuint8": 32}
 # Examples per run: enough for ~0.1-1 s per pipeline, so thread start-up and iterator creation
 # do not dominate (the source is free, so the volume in bytes is not what makes a run long).
 NUM_EXAMPLES = {"40xfloat32": 100_000, "32x32x3xuint8": 50_000, "224x224x3xuint8": 8_000}
+# Batch echoing runs this many times the examples: its pipelines are fast (about 0.1 s at the
+# sizes above), too short to time within a few percent on a busy 2-core machine.
+BATCH_LEVEL_SCALE = 4
 FACTORS = (2, 4)
 
 
@@ -136,7 +139,8 @@ def run(trials: int, scale: float) -> list[dict]:
     for element, (dtype, shape) in ELEMENTS.items():
         for level in ("example", "batch"):
             batch_size = BATCH_SIZES[element]
-            num_inputs = max(int(NUM_EXAMPLES[element] * scale), 2 * batch_size)
+            examples = NUM_EXAMPLES[element] * (BATCH_LEVEL_SCALE if level == "batch" else 1)
+            num_inputs = max(int(examples * scale), 2 * batch_size)
             for factor in FACTORS:
                 builders = _pipelines(level, dtype, shape, batch_size, factor, num_inputs)
                 times = {method: [] for method in builders}
@@ -239,7 +243,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--trials", type=int, default=5, help="best-of trials per pipeline")
+    parser.add_argument("--trials", type=int, default=7, help="best-of trials per pipeline")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the examples per run")
     parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     parser.add_argument("--output", type=Path, default=RESULTS / "echo_throughput.json")
