@@ -27,10 +27,13 @@ from echoing import techniques as technique_modules
 from trainers import inputs, loop, models, optimizers, strategies
 
 
-def build_trainer(config, strategy, counts, workdir: str, extra=()) -> loop.Trainer:
+def build_trainer(
+    config, strategy, counts, workdir: str, extra=(), read_stats: list | None = None
+) -> loop.Trainer:
     """The run's techniques (the config's, then ``extra``), model, optimizer and ``Trainer``,
     in the order seeds expect; a text run's vocabulary is copied to ``workdir/vocab.txt``,
-    beside the model it trains."""
+    beside the model it trains. ``read_stats`` collects the pipelines' read statistics (see
+    ``inputs.dataset_fns``)."""
     # Shapes and classes for the model, and the data prepared (generated on first use) before
     # seeding: generation draws from the global generators, and a run must initialise its
     # Assistant and model as a run that finds the data cached does. The pipelines that train
@@ -46,7 +49,9 @@ def build_trainer(config, strategy, counts, workdir: str, extra=()) -> loop.Trai
         optimizer = optimizers.make_optimizer(config, progress=run_progress(techniques))
         for technique in techniques:
             technique.build(model)
-    train_dataset_fn, eval_dataset_fn = inputs.dataset_fns(config, techniques, counts)
+    train_dataset_fn, eval_dataset_fn = inputs.dataset_fns(
+        config, techniques, counts, read_stats=read_stats
+    )
     return loop.Trainer(
         model=model,
         optimizer=optimizer,

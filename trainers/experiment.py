@@ -74,7 +74,8 @@ def run(
       "trained_examples", "fresh_examples_trained",
       "echo_ratio", "fresh_examples", "emitted_examples", "train_seconds", "target_accuracy",
       "steps_to_target", "seconds_to_target", "fresh_examples_to_target",
-      "upstream_seconds_per_step", "downstream_seconds_per_step", "upstream_downstream_ratio"}``
+      "upstream_seconds_per_step", "downstream_seconds_per_step", "upstream_downstream_ratio",
+      "skipped_corrupt_train", "skipped_corrupt_eval", "reopened_files"}``
       (see ``trainers.summary``; target/timing entries are None when not measured).
 
     Raises:
@@ -93,8 +94,10 @@ def run(
 
 def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
     user_stages = technique_modules.Stages(insertions)
-    counts = echo_meters.EchoMeters()
-    trainer = build.build_trainer(config, strategy, counts, workdir, extra=[user_stages])
+    counts, read_stats = echo_meters.EchoMeters(), []
+    trainer = build.build_trainer(
+        config, strategy, counts, workdir, extra=[user_stages], read_stats=read_stats
+    )
     techniques = trainer.techniques
     print(build.headline(config, techniques, workdir), file=sys.stderr)
     clock = controller.RunClock()
@@ -116,7 +119,9 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
     timings = {}
     if config.timing_steps:
         timings = diagnosis.measure_ratio(config, strategy, inputs.technique_stages([user_stages]))
-    summary = make_summary(config, step, evaluation, counts, clock, timings, outer.fresh_trained())
+    summary = make_summary(
+        config, step, evaluation, counts, clock, timings, outer.fresh_trained(), read_stats
+    )
     _report(summary, workdir)
     return summary
 

@@ -57,9 +57,19 @@ def dataset_fns(
     config: ml_collections.ConfigDict,
     techniques: Sequence[Technique],
     counts: echo_meters.EchoMeters,
+    *,
+    read_stats: list | None = None,
 ) -> tuple[loop.DatasetFn, loop.DatasetFn]:
-    """``InputContext -> Dataset`` functions for the train and eval sets (see module doc)."""
+    """``InputContext -> Dataset`` functions for the train and eval sets (see module doc).
+
+    ``read_stats``, if given, collects ``(split, ReadStats)`` of every pipeline built that reads
+    in Python (``skip_corrupt``, gs://), for the run's summary.
+    """
     eval_sets = {}
+
+    def record(split: str, stats) -> None:
+        if read_stats is not None and stats is not None:
+            read_stats.append((split, stats))
 
     def train_dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         selected = [(t.name, t.train_dataset(context)) for t in techniques]
@@ -75,7 +85,9 @@ def dataset_fns(
                 dataset.apply(counts.fresh.count(rows=True)).apply(counts.emitted.count(rows=True))
             )
         else:
-            dataset = make_datasets(config, techniques, counts=counts, input_context=context).train
+            datasets = make_datasets(config, techniques, counts=counts, input_context=context)
+            record("train", datasets.train_read_stats)
+            dataset = datasets.train
         # The stream never ends (read repeats), but filters hide that from tf.data; said
         # explicitly, MultiWorkerMirrored keeps the static batch shape and skips its per-step
         # "does every worker still have data" all-reduce.
@@ -87,6 +99,7 @@ def dataset_fns(
         key = (context.num_input_pipelines, context.input_pipeline_id, context.num_replicas_in_sync)
         if key not in eval_sets:
             datasets = pipelines.make_datasets(config.data, seed=config.seed, input_context=context)
+            record("eval", datasets.eval_read_stats)
             eval_sets[key] = datasets.eval
             if config.jit_compile:
                 eval_sets[key] = padded_to_full_batches(

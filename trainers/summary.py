@@ -15,9 +15,21 @@ from echoing import meters as echo_meters
 
 
 def make_summary(
-    config, step, evaluation, counts: echo_meters.EchoMeters, clock, timings, fresh_trained
+    config,
+    step,
+    evaluation,
+    counts: echo_meters.EchoMeters,
+    clock,
+    timings,
+    fresh_trained,
+    read_stats=(),
 ):
     """The summary dict (see ``trainers.experiment.run``); target/timing entries None if unset.
+
+    ``read_stats`` (``(split, ReadStats)`` pairs, see ``trainers.inputs.dataset_fns``) gives
+    ``skipped_corrupt_train``/``_eval``: the distinct corrupt records or images ``skip_corrupt``
+    skipped (a record skipped again in a later epoch counts once), and ``reopened_files``: gs://
+    reads resumed after a retriable error.
 
     ``trained_examples`` (steps x batch) and ``fresh_examples_trained`` (the fresh examples
     behind them, batch / echo factor per step) are what training consumed, so a run without echo
@@ -50,6 +62,22 @@ def make_summary(
         "upstream_downstream_ratio": (
             timings["upstream"] / timings["downstream"] if timings else None
         ),
+        **_read_report(read_stats),
+    }
+
+
+def _read_report(read_stats) -> dict[str, int]:
+    skipped = {"train": set(), "eval": set()}
+    reopened, counted = 0, set()
+    for split, stats in read_stats:
+        skipped[split].update((path, index) for path, index, *_ in stats.skipped_records)
+        if id(stats) not in counted:  # one object can serve several pipelines (image folders)
+            counted.add(id(stats))
+            reopened += stats.reopened
+    return {
+        "skipped_corrupt_train": len(skipped["train"]),
+        "skipped_corrupt_eval": len(skipped["eval"]),
+        "reopened_files": reopened,
     }
 
 
@@ -77,6 +105,13 @@ def format_summary(summary: dict[str, object]) -> str:
                 f"{summary['steps_to_target']} after {summary['seconds_to_target']:.1f} s and "
                 f"{summary['fresh_examples_to_target']} fresh examples"
             )
+    if summary.get("skipped_corrupt_train") or summary.get("skipped_corrupt_eval"):
+        lines.append(
+            f"skip_corrupt: skipped {summary['skipped_corrupt_train']} corrupt train and "
+            f"{summary['skipped_corrupt_eval']} eval records or images (each named in the log)"
+        )
+    if summary.get("reopened_files"):
+        lines.append(f"{summary['reopened_files']} gs:// reads resumed after errors (see the log)")
     if summary["upstream_downstream_ratio"] is not None:
         lines.append(
             f"t_up {1e3 * summary['upstream_seconds_per_step']:.2f} ms/batch (input pipeline "

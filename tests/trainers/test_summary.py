@@ -1,0 +1,87 @@
+"""The run summary reports what skip_corrupt skipped and which gs:// reads resumed."""
+
+import io
+import os
+
+import numpy as np
+import tensorflow as tf
+from PIL import Image
+
+from echoing import meters
+from pipelines.sources.record_reader import ReadStats
+from trainers import experiment, inputs, summary
+
+
+def _jpeg(seed: int) -> bytes:
+    pixels = np.random.default_rng(seed).integers(0, 256, (40, 50, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "JPEG")
+    return buffer.getvalue()
+
+
+def _image_folder(root) -> str:
+    files = {f"train/{c}/{k}.jpg": _jpeg(k) for c in "ab" for k in range(3)}
+    files["train/a/bad.jpg"] = b"not a jpeg at all"
+    files.update({f"test/{c}/x.jpg": _jpeg(9) for c in "ab"})
+    for relative, data in files.items():
+        os.makedirs(os.path.dirname(os.path.join(root, relative)), exist_ok=True)
+        with open(os.path.join(root, relative), "wb") as file:
+            file.write(data)
+    return str(root)
+
+
+def test_the_datasets_a_run_builds_hand_their_read_stats_to_the_summary(tmp_path):
+    config = experiment.default_config()
+    config.data.source, config.data.image_dir = "image_folder", _image_folder(tmp_path)
+    config.data.image_size, config.data.batch_size, config.data.eval_batch_size = 16, 2, 2
+    config.data.skip_corrupt = True
+    collected = []
+    train_fn, eval_fn = inputs.dataset_fns(
+        experiment.resolve_config(config), [], meters.EchoMeters(), read_stats=collected
+    )
+    next(iter(train_fn(tf.distribute.InputContext())))
+    next(iter(eval_fn(tf.distribute.InputContext())))
+    assert [split for split, _ in collected] == ["train", "eval"]
+    report = summary._read_report(collected)
+    assert report == {"skipped_corrupt_train": 1, "skipped_corrupt_eval": 0, "reopened_files": 0}
+
+
+def test_a_record_skipped_in_every_epoch_counts_once_and_the_console_says_so():
+    train, evaluation = ReadStats(), ReadStats()
+    for _ in range(3):  # three epochs over the same bad record
+        train.skip("/data/train-0.tfrecord", 7, 1024, "bad crc")
+    train.skip_file("/data/a/bad.jpg", "not an image")
+    train.reopen("gs://bucket/train-1.tfrecord", 2048, ConnectionError("reset"), 0.1)
+    evaluation.skip("/data/eval-0.tfrecord", 0, 0, "truncated")
+    # The same object handed over by two pipelines (an image folder's scan is shared).
+    report = summary._read_report([("train", train), ("train", train), ("eval", evaluation)])
+    assert report == {"skipped_corrupt_train": 2, "skipped_corrupt_eval": 1, "reopened_files": 1}
+    text = _printed(report)
+    assert "skip_corrupt: skipped 2 corrupt train and 1 eval records or images" in text
+    assert "1 gs:// reads resumed after errors" in text
+
+
+def test_a_clean_run_reports_zero_and_prints_no_line_about_it():
+    report = summary._read_report([])
+    assert report == {"skipped_corrupt_train": 0, "skipped_corrupt_eval": 0, "reopened_files": 0}
+    text = _printed(report)
+    assert "skip_corrupt" not in text and "gs://" not in text
+    assert text.startswith("step 10: eval accuracy 0.5000")
+
+
+def _printed(report: dict) -> str:
+    return summary.format_summary(
+        {
+            "step": 10,
+            "eval_accuracy": 0.5,
+            "eval_loss": 1.0,
+            "train_seconds": 1.0,
+            "trained_examples": 80,
+            "fresh_examples_trained": 80,
+            "echo_ratio": 1.0,
+            "fresh_examples": 96,
+            "target_accuracy": None,
+            "upstream_downstream_ratio": None,
+            **report,
+        }
+    )
