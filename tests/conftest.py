@@ -1,6 +1,7 @@
 """Fixtures every test directory shares: benchmark scripts as modules, and notebook execution."""
 
 import importlib.util
+import re
 import socket
 import sys
 from pathlib import Path
@@ -27,6 +28,17 @@ def data_dir(tmp_path_factory):
     data sets (MNIST-1D, the photo set, the text corpus and its vocabulary) are generated once,
     not in ~/.cache."""
     return str(tmp_path_factory.mktemp("echoing_data"))
+
+
+# What a person should never see on the binary's console unless they ask (--verbose): TF C++
+# notices, TFDS generation chatter, cursor escapes in non-TTY logs (issue 15).
+CONSOLE_NOISE = re.compile(r"I0000|W0000|E0000|oneDNN|cuInit|Downloading and preparing|\x1b\[A")
+
+
+@pytest.fixture(scope="session")
+def console_noise():
+    """The lines the binary's default console must not print (a compiled regex)."""
+    return CONSOLE_NOISE
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ import sys
 import pytest
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NOISE = re.compile(r"I0000|W0000|E0000|oneDNN|cuInit|Downloading and preparing|\x1b\[A")
 
 
 def _train(tmp_path, *flags):
@@ -32,9 +31,9 @@ def quiet_output(tmp_path_factory):
     return _train(tmp_path_factory.mktemp("console"))
 
 
-def test_the_smoke_run_prints_what_it_trains_and_its_results_only(quiet_output):
+def test_the_smoke_run_prints_what_it_trains_and_its_results_only(quiet_output, console_noise):
     lines = quiet_output.splitlines()
-    assert not [line for line in lines if NOISE.search(line)], quiet_output
+    assert not [line for line in lines if console_noise.search(line)], quiet_output
     # What is trained, the one-time data generation, the final evaluation and the summary.
     assert any(line.startswith("Training mnist1d_cnn on mnist1d") for line in lines)
     assert any(line.startswith("Generating MNIST-1D (1000 train / 200 eval") for line in lines)
