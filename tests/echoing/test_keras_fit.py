@@ -1,4 +1,5 @@
-"""echoing.keras: model.fit reports each train batch's ids and per-example losses, and prunes."""
+"""echoing.keras: model.fit reports each train batch's ids and per-example losses, prunes, and
+trains by priority sampling."""
 
 import contextlib
 import pathlib
@@ -90,10 +91,61 @@ def test_bad_arguments_are_refused(arguments, error, match):
         echoing.keras.LossFeedback(model, **kwargs)
 
 
+def _prioritized(table):
+    keras.utils.set_random_seed(0)
+    net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    model = echoing.keras.PrioritizedModel(net, per_example_loss=loss, table=table)
+    model.compile(keras.optimizers.SGD(0.1), metrics=["accuracy"])
+    return model
+
+
+def test_fit_trains_by_priority_sampling_and_measures_what_it_trains_on():
+    table = echoing.PriorityTable(N)
+    everything = next(iter(_source().batch(N)))
+    arrays = {"inputs": everything["inputs"], "label": everything["label"]}
+    batches = echoing.priority_sample(
+        table, arrays, batch_size=BATCH, top_ratio=0.25, renew_ratio=0.75, seed=0
+    )
+    model = _prioritized(table)
+    history = model.fit(
+        batches.map(echoing.keras.fit_inputs), steps_per_epoch=6, epochs=2, verbose=0
+    )
+    assert set(history.history) == {"loss", "accuracy"} and len(history.history["loss"]) == 2
+    assert int(model.optimizer.iterations) == 12
+    measured = table.measured_step.numpy()
+    # The first step writes no priorities (ḡ is still 0); each later one writes its batch's.
+    assert 0 < (measured >= 0).sum() <= 11 * BATCH
+    assert measured.max() == 11
+    # log p: -inf for an example whose gradient points against ḡ (p <= 0), never NaN.
+    assert not np.isnan(table.log_priority.numpy()).any()
+    assert np.isfinite(table.log_priority.numpy()[measured >= 0]).any()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "match"),
+    [
+        ({"model": "net"}, r"PrioritizedModel\(model='net'\): expected a built keras.Model"),
+        ({"per_example_loss": None}, r"reduction=None"),
+    ],
+)
+def test_prioritized_model_refuses_bad_arguments(arguments, match):
+    net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
+    kwargs = {"model": net, "per_example_loss": lambda y, p: y, **arguments}
+    with pytest.raises(TypeError, match=match):
+        echoing.keras.PrioritizedModel(
+            kwargs.pop("model"), table=echoing.PriorityTable(N), **kwargs
+        )
+
+
 def test_inputs_without_ids_are_refused_with_the_fix():
     model = _model([])
     with pytest.raises(TypeError, match=r"echoing\.keras\.fit_inputs"):
         model.fit(np.zeros((4, 8), np.float32), np.zeros(4), verbose=0)
+    with pytest.raises(TypeError, match=r"PrioritizedModel needs x = .*fit_inputs"):
+        _prioritized(echoing.PriorityTable(N)).fit(
+            np.zeros((4, 8), np.float32), np.zeros(4), verbose=0
+        )
     with pytest.raises(KeyError, match=r"\['id'\] missing"):
         echoing.keras.fit_inputs({"inputs": 1, "label": 2})
 
