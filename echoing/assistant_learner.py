@@ -90,58 +90,16 @@ class AssistantLearner:
         max_batches_per_step: int = 8,
         examples: Mapping[str, Any] | None = None,
     ):
-        if not isinstance(assistant, keras.Model):
-            raise TypeError(
-                f"AssistantLearner(assistant={assistant!r}): expected a keras.Model scorer such "
-                "as echoing.Assistant(num_classes=...)."
-            )
-        if isinstance(threshold, str):
-            if threshold != "mean":
-                raise ValueError(
-                    f"AssistantLearner(threshold={threshold!r}): expected 'mean' (running mean "
-                    "of recent losses) or a finite number T (fixed threshold)."
-                )
-        elif (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, numbers.Real)
-            or not math.isfinite(threshold)
-        ):
-            raise ValueError(
-                f"AssistantLearner(threshold={threshold!r}): expected 'mean' or a finite "
-                "number T; examples with Boss loss > T are labelled hard."
-            )
-        if (
-            isinstance(threshold_decay, bool)
-            or not isinstance(threshold_decay, numbers.Real)
-            or not 0.0 <= threshold_decay < 1.0
-        ):
-            raise ValueError(
-                f"AssistantLearner(threshold_decay={threshold_decay!r}): expected a number in "
-                "[0, 1); 0 uses each batch's own mean, the paper's code uses 0.75."
-            )
-        if isinstance(queue_size, bool) or not isinstance(queue_size, int) or queue_size < 1:
-            raise ValueError(
-                f"AssistantLearner(queue_size={queue_size!r}): expected an int >= 1, the most "
-                "feedback batches held in memory."
-            )
-        if (
-            isinstance(max_batches_per_step, bool)
-            or not isinstance(max_batches_per_step, int)
-            or max_batches_per_step < 1
-        ):
-            raise ValueError(
-                f"AssistantLearner(max_batches_per_step={max_batches_per_step!r}): expected an "
-                "int >= 1, the most queued feedback batches merged into one Assistant step."
-            )
-        if optimizer is not None and not isinstance(optimizer, keras.optimizers.Optimizer):
-            raise TypeError(
-                f"AssistantLearner(optimizer={optimizer!r}): expected a keras optimizer such as "
-                "keras.optimizers.Adam(0.01), or None."
-            )
-        check_feature_selector(features, "AssistantLearner")
-        if not isinstance(asynchronous, bool):
-            raise TypeError(f"AssistantLearner(asynchronous={asynchronous!r}): expected a bool.")
-
+        _check_arguments(
+            assistant,
+            threshold,
+            threshold_decay,
+            queue_size,
+            max_batches_per_step,
+            optimizer,
+            features,
+            asynchronous,
+        )
         if examples is not None:
             if not isinstance(examples, Mapping) or label_key not in examples:
                 raise TypeError(
@@ -494,6 +452,70 @@ class AssistantLearner:
                 "stopped learning. Fix the cause (often features/labels that do not match the "
                 "Assistant) and create a new learner."
             ) from self._error
+
+
+def _check_arguments(
+    assistant,
+    threshold,
+    threshold_decay,
+    queue_size,
+    max_batches_per_step,
+    optimizer,
+    features,
+    asynchronous,
+) -> None:
+    """``AssistantLearner``'s argument checks: each bad value a clear error, at construction."""
+    if not isinstance(assistant, keras.Model):
+        raise TypeError(
+            f"AssistantLearner(assistant={assistant!r}): expected a keras.Model scorer such "
+            "as echoing.Assistant(num_classes=...)."
+        )
+    if isinstance(threshold, str):
+        if threshold != "mean":
+            raise ValueError(
+                f"AssistantLearner(threshold={threshold!r}): expected 'mean' (running mean "
+                "of recent losses) or a finite number T (fixed threshold)."
+            )
+    elif (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, numbers.Real)
+        or not math.isfinite(threshold)
+    ):
+        raise ValueError(
+            f"AssistantLearner(threshold={threshold!r}): expected 'mean' or a finite "
+            "number T; examples with Boss loss > T are labelled hard."
+        )
+    if (
+        isinstance(threshold_decay, bool)
+        or not isinstance(threshold_decay, numbers.Real)
+        or not 0.0 <= threshold_decay < 1.0
+    ):
+        raise ValueError(
+            f"AssistantLearner(threshold_decay={threshold_decay!r}): expected a number in "
+            "[0, 1); 0 uses each batch's own mean, the paper's code uses 0.75."
+        )
+    if isinstance(queue_size, bool) or not isinstance(queue_size, int) or queue_size < 1:
+        raise ValueError(
+            f"AssistantLearner(queue_size={queue_size!r}): expected an int >= 1, the most "
+            "feedback batches held in memory."
+        )
+    if (
+        isinstance(max_batches_per_step, bool)
+        or not isinstance(max_batches_per_step, int)
+        or max_batches_per_step < 1
+    ):
+        raise ValueError(
+            f"AssistantLearner(max_batches_per_step={max_batches_per_step!r}): expected an "
+            "int >= 1, the most queued feedback batches merged into one Assistant step."
+        )
+    if optimizer is not None and not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TypeError(
+            f"AssistantLearner(optimizer={optimizer!r}): expected a keras optimizer such as "
+            "keras.optimizers.Adam(0.01), or None."
+        )
+    check_feature_selector(features, "AssistantLearner")
+    if not isinstance(asynchronous, bool):
+        raise TypeError(f"AssistantLearner(asynchronous={asynchronous!r}): expected a bool.")
 
 
 def _concatenate(parts) -> tf.Tensor:
