@@ -14,7 +14,7 @@ from echoing.assistant_callback import AssistantCallback, AssistantFeedCallback
 from echoing.assistant_filter import AssistantFilter, assistant_filter
 from echoing.assistant_learner import AssistantLearner
 from echoing.auto_echo import AutoEcho
-from echoing.batch_selection import select_rows
+from echoing.batch_selection import sample_rows, select_rows
 from echoing.boss_features import BossFeatures
 from echoing.diagnose import diagnose, format_diagnosis
 from echoing.echo import echo
@@ -51,5 +51,6 @@ __all__ = [
     "loss_prune",
     "meters",
     "priority_sample",
+    "sample_rows",
     "select_rows",
 ]

@@ -93,6 +93,8 @@ class LossTable(tf.Module):
             self.nonfinite_skipped.assign_add(skipped)
             self._recorded(indices)
 
+    # A docstring-only body: AutoGraph cannot convert it and would warn on every trace.
+    @tf.autograph.experimental.do_not_convert
     def _recorded(self, indices: tf.Tensor) -> None:
         """Called by ``update`` with the ``[n, 1]`` ids it recorded (for subclasses)."""
 

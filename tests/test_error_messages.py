@@ -153,6 +153,11 @@ ROWS = {
         ValueError,
         r"k=5\) asks for more rows than the batch has \(4\)",
     ),
+    "sample_rows uniform_mix 0": (
+        lambda _: echoing.sample_rows({"x": tf.zeros([4])}, tf.ones([4]), 2, [0, 0], uniform_mix=0),
+        ValueError,
+        r"uniform_mix=0\): expected a number in \(0, 1\]",
+    ),
     # Data: TFDS names and data config fields.
     "TFDS name that does not exist": (
         lambda tmp_path: _tfds("no_such_dataset", tmp_path),

@@ -83,3 +83,55 @@ def test_the_technique_trains_on_the_ratio_of_rows_with_the_highest_loss():
     assert technique.rows(128) == 64 and technique.rows(3) == 2
     with pytest.raises(ValueError, match=r"ratio=0.*\(0, 1\]"):
         InBatchSelection(ratio=0)
+
+
+def test_sample_rows_weights_make_the_mean_loss_unbiased():
+    values = tf.constant([0.5, 4.0, 1.0, 0.1, 2.0, 0.0, 3.0, 0.2])
+    batch = {"loss": values, "id": tf.range(8, dtype=tf.int64)}
+    estimates = []
+    for step in range(400):
+        drawn = echoing.sample_rows(batch, values, k=4, seed=[1, step])
+        assert drawn["id"].shape == (4,) and drawn["sample_weight"].shape == (4,)
+        estimates.append(float(tf.reduce_mean(drawn["loss"] * drawn["sample_weight"])))
+    # E[weighted mean] = the batch's mean; 400 draws put the sample mean within a few % of it.
+    assert np.mean(estimates) == pytest.approx(float(tf.reduce_mean(values)), rel=0.05)
+
+
+def test_sample_rows_draws_high_scores_more_often_with_bounded_weights():
+    scores = tf.constant([0.0, 10.0, 0.0, 0.0])
+    drawn = echoing.sample_rows({"id": tf.range(4)}, scores, k=200, seed=[0, 0], uniform_mix=0.2)
+    ids = drawn["id"].numpy()
+    assert np.mean(ids == 1) > 0.7
+    # q = 0.8 + 0.05 for row 1, 0.05 for the others: weights 1/(4q).
+    expected = np.where(ids == 1, 1 / (4 * 0.85), 1 / (4 * 0.05))
+    np.testing.assert_allclose(drawn["sample_weight"].numpy(), expected, rtol=1e-5)
+
+
+def test_sample_rows_treats_zero_and_nonfinite_scores_as_uniform_and_compiles_under_xla():
+    batch = {"id": tf.range(4)}
+    flat = echoing.sample_rows(batch, tf.zeros([4]), k=3, seed=[0, 1])
+    np.testing.assert_allclose(flat["sample_weight"].numpy(), 1.0)
+    broken = echoing.sample_rows(batch, tf.constant([np.nan, np.inf, -1.0, 0.0]), k=3, seed=[0, 1])
+    np.testing.assert_allclose(broken["sample_weight"].numpy(), 1.0)
+    compiled = tf.function(
+        lambda s: echoing.sample_rows(batch, s, k=2, seed=[0, 2]), jit_compile=True
+    )
+    assert compiled(tf.constant([1.0, 2.0, 3.0, 4.0]))["id"].shape == (2,)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "match"),
+    [
+        ({"k": 0}, ValueError, r"sample_rows\(k=0\): expected an int >= 1"),
+        ({"uniform_mix": 0.0}, ValueError, r"uniform_mix=0\.0\): expected a number in \(0, 1\]"),
+        (
+            {"batch": {"id": tf.range(4), "sample_weight": tf.ones([4])}},
+            TypeError,
+            r"without a 'sample_weight' key",
+        ),
+    ],
+)
+def test_sample_rows_refuses_bad_arguments(arguments, error, match):
+    kwargs = {"batch": {"id": tf.range(4)}, "k": 2, "uniform_mix": 0.1, **arguments}
+    with pytest.raises(error, match=match):
+        echoing.sample_rows(kwargs.pop("batch"), tf.ones([4]), seed=[0, 0], **kwargs)
