@@ -145,9 +145,13 @@ def run(trials: int, scale: float) -> list[dict]:
                 builders = _pipelines(level, dtype, shape, batch_size, factor, num_inputs)
                 times = {method: [] for method in builders}
                 outputs = {}
-                for _ in range(trials):
-                    for method, build in builders.items():
-                        seconds, count = _drain_seconds(build(), batch_size)
+                methods = list(builders)
+                for trial in range(trials):
+                    # Each trial starts one method later, so that no method always runs right
+                    # after the slow per-element one (or first, on a cold cache).
+                    shift = trial % len(methods)
+                    for method in methods[shift:] + methods[:shift]:
+                        seconds, count = _drain_seconds(builders[method](), batch_size)
                         times[method].append(seconds)
                         outputs[method] = count
                 best = {method: min(seconds) for method, seconds in times.items()}

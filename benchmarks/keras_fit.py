@@ -28,8 +28,9 @@ sleeps ``--delay`` seconds (a slow disk or network standing in). Methods, same m
 Every run trains the same number of optimizer steps, with SGD + momentum on a cosine schedule
 to 0 over them (the peak rate tuned for the baseline over ``--lrs``, seed 0, and used by every
 method); test accuracy is measured after every epoch of ``--steps-per-epoch`` steps, outside the
-timed training. Target: the worst baseline seed's final accuracy (every baseline seed reaches it); the JSON also has the speedups to 99% of
-it (``early_target_speedups``), which the baseline reaches in its first few epochs.
+timed training. Target: the worst baseline seed's final accuracy (every baseline seed reaches
+it); the JSON also has the speedups to 99% of it (``early_target_speedups``), which the baseline
+reaches in its first few epochs.
 
 Headline (``keras_fit.json``): ``autoecho_fit_speedup`` = the baseline's mean train seconds to
 the target / ``auto``'s (null unless every seed of both reached it); ``fixed_echo_fit_speedup``,
