@@ -16,8 +16,9 @@ example echoing (echo before batch) and batch echoing (echo after batch), and e 
   (``ElementCounter.count()``: one map per element);
 * ``echo+fused meters``: ``echo(e, meters=...)``, counting inside the echo stage (once per
   internal group on the vectorised path). ``headline.counting_overhead_max`` is the largest
-  counting overhead over the table: per row, the median over trials of ``1 - t_echo / t_fused``
-  for the two runs of one trial (back to back, so drift in background load cancels);
+  counting overhead over the table: per row, the median over pairs of runs (one per trial plus
+  ``--pairs`` more of the fast pipelines alone) of ``1 - t_echo / t_fused`` (back to back, so
+  drift in background load cancels);
   ``headline.counting_overhead_noise_floor`` is the largest value of the same estimator between
   two pipelines that do the very same work (``echo`` and the baseline it takes the path of),
   i.e. what this machine can resolve.
@@ -134,7 +135,21 @@ def _picks_vectorized(dtype, shape, level: str, batch_size: int) -> bool:
     return element_bytes <= VECTORIZED_MAX_ELEMENT_BYTES
 
 
-def run(trials: int, scale: float) -> list[dict]:
+def _timed_trials(builders: dict, batch_size: int, trials: int) -> tuple[dict, dict]:
+    """Seconds of each trial per method, and the examples each method delivered."""
+    times, outputs = {method: [] for method in builders}, {}
+    methods = list(builders)
+    for trial in range(trials):
+        # Each trial starts one method later, so that no method always runs right after the
+        # slow per-element one (or first, on a cold cache).
+        shift = trial % len(methods)
+        for method in methods[shift:] + methods[:shift]:
+            seconds, outputs[method] = _drain_seconds(builders[method](), batch_size)
+            times[method].append(seconds)
+    return times, outputs
+
+
+def run(trials: int, scale: float, pairs: int) -> list[dict]:
     rows = []
     for element, (dtype, shape) in ELEMENTS.items():
         for level in ("example", "batch"):
@@ -143,17 +158,18 @@ def run(trials: int, scale: float) -> list[dict]:
             num_inputs = max(int(examples * scale), 2 * batch_size)
             for factor in FACTORS:
                 builders = _pipelines(level, dtype, shape, batch_size, factor, num_inputs)
-                times = {method: [] for method in builders}
-                outputs = {}
-                methods = list(builders)
-                for trial in range(trials):
-                    # Each trial starts one method later, so that no method always runs right
-                    # after the slow per-element one (or first, on a cold cache).
-                    shift = trial % len(methods)
-                    for method in methods[shift:] + methods[:shift]:
-                        seconds, count = _drain_seconds(builders[method](), batch_size)
-                        times[method].append(seconds)
-                        outputs[method] = count
+                times, outputs = _timed_trials(builders, batch_size, trials)
+                twin = (
+                    "vectorized"
+                    if _picks_vectorized(dtype, shape, level, batch_size)
+                    else "one_liner"
+                )
+                # More pairs of the three fast pipelines the overheads compare, so that a cost of
+                # a few percent stands out of the machine's noise (the slow per-element
+                # pipelines need no more trials for their large ratios).
+                paired = ("echo", "echo+fused meters", twin)
+                extra, _ = _timed_trials({m: builders[m] for m in paired}, batch_size, pairs)
+                paired_seconds = {m: times[m] + extra[m] for m in paired}
                 best = {method: min(seconds) for method, seconds in times.items()}
                 row = {
                     "element": element,
@@ -164,6 +180,7 @@ def run(trials: int, scale: float) -> list[dict]:
                     "examples_per_second": {m: outputs[m] / best[m] for m in builders},
                     "examples_out": outputs,
                     "seconds_per_trial": times,
+                    "paired_seconds": paired_seconds,
                 }
                 rate = row["examples_per_second"]
                 row["echo_vs_one_liner"] = rate["echo"] / rate["one_liner"]
@@ -172,20 +189,17 @@ def run(trials: int, scale: float) -> list[dict]:
                 )
                 row["echo_vs_identity"] = rate["echo"] / rate["identity"]
                 row["meters_overhead"] = 1 - rate["echo+meters"] / rate["echo"]
-                # Counting's cost: the median over trials of each trial's pair of runs (echo
-                # with and without fused meters, back to back), which cancels the machine's
-                # drift that a ratio of two best-of-trials keeps. The same estimator between
-                # echo and the baseline running the very same path (vectorized, or the
-                # one-liner for elements echo sends to flat_map) is the noise floor.
+                # Counting's cost: the median over pairs of runs (echo with and without fused
+                # meters, back to back), which cancels the machine's drift that a ratio of two
+                # best-of-trials keeps. The same estimator between echo and the baseline running
+                # the very same path (vectorized, or the one-liner for elements echo sends to
+                # flat_map) is the noise floor.
                 row["fused_meters_overhead"] = _paired_overhead(
-                    times["echo+fused meters"], times["echo"]
+                    paired_seconds["echo+fused meters"], paired_seconds["echo"]
                 )
-                twin = (
-                    "vectorized"
-                    if _picks_vectorized(dtype, shape, level, batch_size)
-                    else "one_liner"
+                row["noise_floor"] = abs(
+                    _paired_overhead(paired_seconds[twin], paired_seconds["echo"])
                 )
-                row["noise_floor"] = abs(_paired_overhead(times[twin], times["echo"]))
                 rows.append(row)
                 print(_format_row(row), flush=True)
     return rows
@@ -248,6 +262,9 @@ def plot(rows: list[dict], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=7, help="best-of trials per pipeline")
+    parser.add_argument(
+        "--pairs", type=int, default=24, help="extra timed pairs behind the counting overhead"
+    )
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the examples per run")
     parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     parser.add_argument("--output", type=Path, default=RESULTS / "echo_throughput.json")
@@ -256,11 +273,11 @@ def main() -> None:
     if args.plot_only:
         plot(json.loads(args.output.read_text())["rows"], args.output.with_suffix(".png"))
         return
-    trials, scale = (2, 0.01) if args.quick else (args.trials, args.scale)
+    trials, scale, pairs = (2, 0.01, 1) if args.quick else (args.trials, args.scale, args.pairs)
 
     print("examples per second out of the pipeline (higher is better); best of", trials, "trials")
     print(HEADER)
-    rows = run(trials, scale)
+    rows = run(trials, scale, pairs)
     small = [r for r in rows if r["element"] == "40xfloat32" and r["level"] == "example"]
     summary = {
         "min_echo_vs_one_liner_small_elements": min(r["echo_vs_one_liner"] for r in small),

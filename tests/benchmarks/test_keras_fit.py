@@ -28,15 +28,19 @@ def test_quick_run_compares_auto_echo_and_a_fixed_factor_with_plain_fit(quick_re
     assert all(v is None or isinstance(v, float) for v in headline.values())
     methods = {"baseline", "auto", "auto_start", "fixed", "auto_batch", "fixed_batch", "pruned"}
     assert {run["method"] for run in result["runs"]} == methods
+    # Echoing methods train --echo-steps-scale times the baseline's steps.
     epochs = result["config"]["epochs"]
-    assert all(len(run["curve"]) == epochs for run in result["runs"])
+    echo_epochs = round(epochs * result["config"]["echo_steps_scale"])
+    for run in result["runs"]:
+        echoing_run = run["method"] not in ("baseline", "pruned")
+        assert len(run["curve"]) == (echo_epochs if echoing_run else epochs), run["method"]
     # AutoEcho's factor is in fit's logs; the others have none.
     for run in result["runs"]:
         factors = [p["echo_factor"] for p in run["curve"]]
         if run["method"].startswith("auto"):
             assert all(1.0 <= f <= result["config"]["max_echo"] for f in factors)
         else:
-            assert factors == [None] * epochs
+            assert factors == [None] * len(run["curve"])
     diagnosis = result["diagnosis"]
     apart, measured = diagnosis["apart"]["ratio"], diagnosis["diagnose"]["ratio"]
     assert headline["diagnose_R_error"] == pytest.approx(abs(measured - apart) / apart)
