@@ -190,7 +190,8 @@ def _repeat_vectorized(dataset, draws, factor, element_bytes, name, meters=None)
     # Counting happens in the copying map itself, once per group. Its stateful increments would
     # keep tf.data's map_parallelization from running the map in parallel, so a counted map asks
     # for the parallelism itself (deterministic: the output order does not change). A separate
-    # counting map measured 5-20% of echo's throughput on 40-float elements; this costs none.
+    # counting map measured 6-12% of echo's throughput on small elements; this one is within
+    # the benchmark's noise, at most 4% (benchmarks/echo_throughput.py).
     parallel = {}
     if meters is not None:
         parallel = dict(num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
