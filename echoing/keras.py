@@ -136,8 +136,9 @@ class PrioritizedModel(keras.Model):
     ``p_i = ḡ·g_i`` of the batch's examples into ``table`` by id: one forward-mode JVP along the
     aggregated gradient ḡ, no per-example gradients (see ``echoing.PriorityFeedback``). The
     sampler reads the table to pick the next batches, so a run is
-    ``priority_sample -> fit_inputs -> fit``. Under ``tf.distribute`` each replica writes its own
-    rows and ḡ is kept in step on every replica. ``compile`` needs only the optimizer (and any
+    ``priority_sample -> fit_inputs -> fit``. Under ``tf.distribute`` build it (and compile it)
+    inside ``strategy.scope()``, where ḡ's variables are created; each replica then writes its
+    own rows and ḡ is kept in step on every replica. ``compile`` needs only the optimizer (and any
     metrics); the step trains on ``per_example_loss``. The wrapped model is ``model.model``.
 
     Args:
