@@ -29,6 +29,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from echoing.types import is_positive_int
+
 # What the Assistant scores: a key of the element dict, or a function of the element.
 FeatureSelector = str | Callable[[Mapping[str, Any]], tf.Tensor] | None
 
@@ -64,12 +66,12 @@ class Assistant(keras.Model):
         **kwargs,
     ):
         super().__init__(name=name, **kwargs)
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        if not is_positive_int(num_classes):
             raise ValueError(
                 f"Assistant(num_classes={num_classes!r}): expected a positive int, the number of "
                 "labels of the task (e.g. 10 for MNIST)."
             )
-        if isinstance(downsample, bool) or not isinstance(downsample, int) or downsample < 1:
+        if not is_positive_int(downsample):
             raise ValueError(
                 f"Assistant(downsample={downsample!r}): expected an int >= 1 (1 keeps every "
                 "feature; k averages each run of k consecutive flattened values)."

@@ -42,6 +42,7 @@ from echoing.assistant import (
     score,
     select_features,
 )
+from echoing.types import is_positive_int
 
 
 class AssistantFilter:
@@ -228,7 +229,7 @@ def assistant_filter(
         ("max_consecutive_drops", max_consecutive_drops),
         ("scoring_batch_size", scoring_batch_size),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_positive_int(value):
             raise ValueError(f"assistant_filter({arg}={value!r}): expected an int >= 1.")
     return AssistantFilter(
         assistant,

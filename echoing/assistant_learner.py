@@ -46,6 +46,7 @@ import numpy as np
 import tensorflow as tf
 
 from echoing.assistant import FeatureSelector, check_feature_selector, select_features
+from echoing.types import is_positive_int
 
 # Assistant accuracy is reported over this many most recently trained batches.
 _ACCURACY_WINDOW = 50
@@ -494,16 +495,12 @@ def _check_arguments(
             f"AssistantLearner(threshold_decay={threshold_decay!r}): expected a number in "
             "[0, 1); 0 uses each batch's own mean, the paper's code uses 0.75."
         )
-    if isinstance(queue_size, bool) or not isinstance(queue_size, int) or queue_size < 1:
+    if not is_positive_int(queue_size):
         raise ValueError(
             f"AssistantLearner(queue_size={queue_size!r}): expected an int >= 1, the most "
             "feedback batches held in memory."
         )
-    if (
-        isinstance(max_batches_per_step, bool)
-        or not isinstance(max_batches_per_step, int)
-        or max_batches_per_step < 1
-    ):
+    if not is_positive_int(max_batches_per_step):
         raise ValueError(
             f"AssistantLearner(max_batches_per_step={max_batches_per_step!r}): expected an "
             "int >= 1, the most queued feedback batches merged into one Assistant step."

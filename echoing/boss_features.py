@@ -39,6 +39,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from echoing.types import is_positive_int
+
 
 class BossFeatures:
     """A feature function: the Boss's layers up to ``up_to`` (a host copy), average-pooled.
@@ -71,7 +73,7 @@ class BossFeatures:
                 f"BossFeatures(up_to={up_to!r}): the Boss has no layer of that name; its layers "
                 f"are {names}. Pass the name of its first convolution (or another early layer)."
             )
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+        if not is_positive_int(pool_size):
             raise ValueError(
                 f"BossFeatures(pool_size={pool_size!r}): expected an int >= 1, the window of "
                 "positions averaged along each spatial axis (1 keeps every position)."

@@ -32,6 +32,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from echoing.types import is_positive_int
+
 
 class BatchStamps:
     """Host variables in which a pipeline's last stage records each batch's times.
@@ -42,7 +44,7 @@ class BatchStamps:
     """
 
     def __init__(self, capacity: int = 4096):
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        if not is_positive_int(capacity):
             raise ValueError(
                 f"capacity must be an int >= 1 (at least fit's steps_per_execution), got "
                 f"{capacity!r}."

@@ -1,4 +1,4 @@
-"""Type aliases shared across the package.
+"""Type aliases and type checks shared across the package.
 
 Example::
 
@@ -16,3 +16,8 @@ import tensorflow as tf
 
 # What every factory in `echoing` returns: a function for `tf.data.Dataset.apply`.
 DatasetTransformation = Callable[[tf.data.Dataset], tf.data.Dataset]
+
+
+def is_positive_int(value) -> bool:
+    """Whether ``value`` is a Python int >= 1 (``True`` is a bool, not a count)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
