@@ -11,7 +11,9 @@ Example::
 
 Each record is a ``tf.train.Example`` with ``inputs`` (PNG/JPEG bytes, or a serialized float32
 tensor), ``encoding`` ("png", "jpeg" or "tensor"), ``label`` and ``id`` (int64). The first record
-tells the source how to decode the rest, so files are self-describing.
+tells the source how to decode the rest, so files are self-describing. Shards in TFDS's
+image-classification layout (``image``, ``label``: ImageNet's TFRecords as TFDS prepares them)
+are read too, ids being record positions; see ``record_layouts``.
 
 Local paths are read by ``TFRecordDataset`` in the graph. ``gs://`` paths are read through
 **gcsfs** from a Python generator (``Dataset.from_generator``), not in the graph: TensorFlow's own
@@ -43,16 +45,10 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from pipelines.sources import gcs, images, record_format, record_reader
+from pipelines.sources import gcs, images, record_format, record_layouts, record_reader
 from pipelines.sources.source import Source, SourceSplit, check_not_empty
 
 ENCODINGS = ("png", "jpeg", "tensor")
-_FEATURES = {
-    "inputs": tf.io.FixedLenFeature([], tf.string),
-    "encoding": tf.io.FixedLenFeature([], tf.string),
-    "label": tf.io.FixedLenFeature([], tf.int64),
-    "id": tf.io.FixedLenFeature([], tf.int64),
-}
 # Object metadata key holding a gs:// file's record count (set by `write`).
 _COUNT_METADATA = "tfrecord_records"
 
@@ -185,7 +181,8 @@ def load(
     image_size: int | None = None,
     options: ReadOptions = ReadOptions(),
 ) -> Source:
-    """Returns a source over TFRecord globs written by ``write`` (local or gs://).
+    """Returns a source over TFRecord globs written by ``write``, or in TFDS's image-classification
+    layout (``record_layouts``), local or gs://.
 
     Each split's ``read_stats`` (a ``record_reader.ReadStats``) counts the records skipped with
     ``skip_corrupt`` and the gs:// files reopened after a fault; it is None for local files read
@@ -193,36 +190,39 @@ def load(
 
     Raises:
       ValueError: a glob matches no file, a gs:// path cannot be read, a split has no record,
-        a local file is corrupt or truncated (without ``skip_corrupt``), or the records are not
-        in ``write``'s format.
+        a local file is corrupt or truncated (without ``skip_corrupt``), or the records are in
+        neither layout.
       record_reader.ObjectReadError: a gs:// object stays unreadable after every retry.
     """
     train_paths = _glob(train_files, "train_files", options)
     eval_paths = _glob(eval_files, "eval_files", options)
     train_counts = _count(train_paths, train_files, options)
     eval_counts = _count(eval_paths, eval_files, options)
-    first = _first(train_paths, options)
+    first_record, first_path = _first(train_paths, options)
+    parse = record_layouts.parser(record_layouts.layout_of(first_record, first_path))
+    first = {key: value.numpy() for key, value in parse(0, first_record).items()}
     decode_inputs, input_shape = _decoder(first, image_size, train_files)
     crop_decode = _crop_decoder(input_shape) if first["encoding"].decode() != "tensor" else None
 
     def decode(example: dict) -> dict:
         return {"inputs": decode_inputs(example), "label": example["label"], "id": example["id"]}
 
-    def split(paths: list[str], counts: list[int]) -> SourceSplit:
+    def split(paths: list[str], counts: list[int], first_ids: list[int]) -> SourceSplit:
         def shard_by_file(num_shards: int, index: int) -> SourceSplit:
             # With at least one file per pipeline each pipeline opens only its own files, so
             # nothing is fetched twice over the network; otherwise shard record by record.
             if len(paths) < num_shards:
-                whole = dataclasses.replace(split(paths, counts), shard_function=None)
+                whole = dataclasses.replace(split(paths, counts, first_ids), shard_function=None)
                 return whole.shard(num_shards, index)
+            mine = slice(index, None, num_shards)
             return dataclasses.replace(
-                split(paths[index::num_shards], counts[index::num_shards]), shard_function=None
+                split(paths[mine], counts[mine], first_ids[mine]), shard_function=None
             )
 
-        records, stats = _records(paths, options)
+        records, stats = _records(paths, first_ids, options)
         # 1 = a sequential map: a parallel map of 1 still parses one record ahead.
         parallel = None if options.num_parallel_calls == 1 else options.num_parallel_calls
-        parsed = records.map(_parse, num_parallel_calls=parallel)
+        parsed = records.map(parse, num_parallel_calls=parallel)
         return SourceSplit(
             dataset=parsed,
             decode=decode,
@@ -233,8 +233,8 @@ def load(
         )
 
     return Source(
-        train=split(train_paths, train_counts),
-        eval=split(eval_paths, eval_counts),
+        train=split(train_paths, train_counts, _first_ids(train_counts)),
+        eval=split(eval_paths, eval_counts, _first_ids(eval_counts)),
         num_classes=int(num_classes),
         input_shape=input_shape,
     )
@@ -255,20 +255,10 @@ def _crop_decoder(input_shape: tuple[int, ...]):
     return crop_decode
 
 
-def _parse(record: tf.Tensor) -> dict:
-    example = tf.io.parse_single_example(record, _FEATURES)
-    return {
-        "inputs": example["inputs"],
-        "encoding": example["encoding"],
-        "label": example["label"],
-        "id": example["id"],
-    }
-
-
 def _decoder(first: dict, image_size: int | None, what: str):
     """A graph decode function and the static input shape, from the first record."""
     encoding = first["encoding"].decode()
-    if encoding not in ENCODINGS:
+    if encoding not in (*ENCODINGS, record_layouts.ENCODED_IMAGE):
         raise ValueError(
             f"TFRecord files {what!r} have encoding {encoding!r}, expected one of "
             f"{list(ENCODINGS)}; write them with pipelines.sources.tfrecord.write."
@@ -288,10 +278,21 @@ def _decoder(first: dict, image_size: int | None, what: str):
     def decode_picture(example):
         return images.decode(example["inputs"], shape=shape, resize=image_size is not None)
 
-    return decode_picture, shape
+    def decode_center(example):
+        return images.decode_center_crop(example["inputs"], size=image_size, channels=channels)
+
+    # Photos in TFDS's layout (ImageNet's) are evaluated as ImageNet is: the central crop.
+    photos = encoding == record_layouts.ENCODED_IMAGE and image_size is not None
+    return (decode_center if photos else decode_picture), shape
 
 
-def _first(paths: list[str], options: ReadOptions) -> dict:
+def _first_ids(counts: list[int]) -> list[int]:
+    """Each file's first example id: ids run on across files in order."""
+    return [int(start) for start in np.cumsum([0, *counts[:-1]])]
+
+
+def _first(paths: list[str], options: ReadOptions) -> tuple[bytes, str]:
+    """The first readable record of ``paths``, and the file it is in."""
     if _in_python(paths, options):
         records = _python_records(paths[0], options, record_reader.ReadStats())
         record = next(records, None)
@@ -304,15 +305,8 @@ def _first(paths: list[str], options: ReadOptions) -> dict:
                 )
             return _first(paths[1:], options)
     else:
-        record = next(iter(tf.data.TFRecordDataset(paths[:1])))
-    try:
-        return {key: value.numpy() for key, value in _parse(record).items()}
-    except tf.errors.InvalidArgumentError as error:
-        raise ValueError(
-            f"the TFRecord file {paths[0]!r} does not hold tf.train.Examples with features "
-            f"{sorted(_FEATURES)}; write it with pipelines.sources.tfrecord.write "
-            f"({error.message.splitlines()[0]})."
-        ) from error
+        record = next(iter(tf.data.TFRecordDataset(paths[:1]))).numpy()
+    return record, paths[0]
 
 
 def _count(paths: list[str], pattern: str, options: ReadOptions) -> list[int]:
@@ -394,24 +388,27 @@ def _in_python(paths: list[str], options: ReadOptions) -> bool:
     return paths[0].startswith("gs://") or options.skip_corrupt
 
 
-def _records(paths: list[str], options: ReadOptions):
-    """Serialized records of ``paths`` in order (deterministic, so ids follow file order), and
-    the ``ReadStats`` of the Python reader (None when ``TFRecordDataset`` reads them)."""
-    if not _in_python(paths, options):
-        return tf.data.TFRecordDataset(paths), None
-    stats = record_reader.ReadStats()
+def _records(paths: list[str], first_ids: list[int], options: ReadOptions):
+    """``(position, serialized record)`` of ``paths`` in order (deterministic, so ids follow file
+    order), each file's positions counted from its first id; and the ``ReadStats`` of the Python
+    reader (None when ``TFRecordDataset`` reads them)."""
+    stats = record_reader.ReadStats() if _in_python(paths, options) else None
 
     def generate(path: bytes):
         yield from _python_records(path.decode(), options, stats)
 
-    signature = tf.TensorSpec([], tf.string)
-    dataset = tf.data.Dataset.from_tensor_slices(paths).interleave(
-        lambda path: tf.data.Dataset.from_generator(
-            generate, args=(path,), output_signature=signature
-        ),
-        cycle_length=1,
-    )
-    return dataset, stats
+    def file_records(path: tf.Tensor, first_id: tf.Tensor) -> tf.data.Dataset:
+        if stats is None:
+            records = tf.data.TFRecordDataset(path)
+        else:
+            signature = tf.TensorSpec([], tf.string)
+            records = tf.data.Dataset.from_generator(
+                generate, args=(path,), output_signature=signature
+            )
+        return records.enumerate(first_id)
+
+    files = tf.data.Dataset.from_tensor_slices((paths, tf.constant(first_ids, tf.int64)))
+    return files.interleave(file_records, cycle_length=1), stats
 
 
 def _python_records(path: str, options: ReadOptions, stats: record_reader.ReadStats):
