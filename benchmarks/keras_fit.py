@@ -9,7 +9,9 @@ Writes ``benchmarks/results/keras_fit.json`` and ``keras_fit.png``, prints a mar
 
 Workload: scikit-learn's digits (8x8 images, 1437 train / 360 test) and a small CNN trained with
 plain ``model.fit`` (SGD with momentum, batch 32), fed by a pipeline whose every fresh batch
-sleeps ``--delay`` seconds (a slow disk or network standing in). Methods, same model and seeds:
+sleeps ``--delay`` seconds (a slow disk or network standing in). The model augments its
+training inputs with random 1-pixel shifts (``--no-augment``: none), so every echoed copy is
+a new view. Methods, same model and seeds:
 
 * ``baseline``: no echo;
 * ``auto``: ``echoing.AutoEcho`` driven by ``echoing.keras.AutoEchoCallback``, echoing examples:
@@ -103,9 +105,17 @@ def build_model(seed: int, args, epochs: int | None = None) -> keras.Model:
     """The CNN, compiled with SGD + momentum on a cosine schedule to 0 over the run's steps (so
     that every run ends at a settled accuracy, not on a noisy plateau)."""
     keras.utils.set_random_seed(seed)
+    # Random 1-pixel shifts, in the model (on the accelerator, as Keras users augment): every
+    # copy an echo stage makes is augmented apart, the paper's echoing before augmentation.
+    augment = (
+        [keras.layers.RandomTranslation(0.125, 0.125, fill_mode="constant", seed=seed)]
+        if args.augment
+        else []
+    )
     model = keras.Sequential(
         [
             keras.Input((8, 8, 1)),
+            *augment,
             keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
             keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
             keras.layers.Flatten(),
@@ -377,6 +387,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--delay", type=float, default=0.02, help="seconds per fresh batch")
     parser.add_argument(
         "--lrs", default="0.02,0.05,0.1", help="peak learning rates tried for the baseline"
+    )
+    parser.add_argument(
+        "--augment",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="random 1-pixel shifts in the model (training only)",
     )
     parser.add_argument("--max-echo", type=float, default=8.0)
     parser.add_argument(
