@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import echoing
 import pipelines
+from pipelines.sources import record_layouts
 from trainers import experiment
 
 
@@ -173,6 +174,11 @@ ROWS = {
         lambda _: _data_config(batch_size=0),
         ValueError,
         r"batch_size must be >= 1, got 0",
+    ),
+    "image shards num_shards 0": (
+        lambda tmp: record_layouts.write_image_shards(str(tmp / "x"), [("a.jpg", 0)], num_shards=0),
+        ValueError,
+        r"num_shards must be in \[1, 1\].*got 0",
     ),
     "run config unknown key": (
         lambda _: _run_config(num_epochs=3),

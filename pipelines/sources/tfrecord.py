@@ -270,6 +270,11 @@ def _decoder(first: dict, image_size: int | None, what: str):
             return tf.ensure_shape(tf.io.parse_tensor(example["inputs"], tf.float32), shape)
 
         return decode_tensor, shape
+    if encoding == record_layouts.ENCODED_IMAGE and image_size is None:
+        raise ValueError(
+            f"TFRecord files {what!r} are in TFDS's image layout, whose photos differ in size; "
+            "set data config image_size (e.g. 224) to crop them to one size."
+        )
     first_image = tf.io.decode_image(first["inputs"], expand_animations=False)
     channels = int(first_image.shape[-1])
     stored = (None, None, channels) if image_size is not None else tuple(first_image.shape)
@@ -282,7 +287,7 @@ def _decoder(first: dict, image_size: int | None, what: str):
         return images.decode_center_crop(example["inputs"], size=image_size, channels=channels)
 
     # Photos in TFDS's layout (ImageNet's) are evaluated as ImageNet is: the central crop.
-    photos = encoding == record_layouts.ENCODED_IMAGE and image_size is not None
+    photos = encoding == record_layouts.ENCODED_IMAGE
     return (decode_center if photos else decode_picture), shape
 
 

@@ -105,6 +105,11 @@ def test_shards_on_gcs_written_by_another_tool_read_the_same(shards, gcs):
     ]
 
 
+def test_photos_of_many_sizes_need_an_image_size(shards):
+    with pytest.raises(ValueError, match=r"TFDS's image layout.*set data config image_size"):
+        tfrecord.load(*shards, num_classes=len(photos.PHOTOS))
+
+
 def _write_examples(path, feature):
     with tf.io.TFRecordWriter(str(path)) as writer:
         example = tf.train.Example(features=tf.train.Features(feature=feature))
