@@ -140,6 +140,8 @@ def workload_config(workload: Workload, args, seed: int):
     config.steps_per_loop = config.eval_every_steps
     config.checkpoint_every_steps, config.checkpoint_iterator = 10**9, False
     config.timing_steps = 0
+    for key, value in getattr(args, "data_overrides", {}).items():  # e.g. workloads_gcs.py's
+        config.data[key] = value
     return config
 
 

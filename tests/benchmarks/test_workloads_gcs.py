@@ -1,0 +1,41 @@
+"""benchmarks/workloads_gcs.py: a --quick run, the photo set read as TFDS-layout shards from a
+bucket behind a capped link."""
+
+import json
+
+import pytest
+
+HEADLINE = {
+    "image_gcs_R",
+    "image_gcs_echo_speedup_e2",
+    "image_gcs_echo_speedup_e4",
+    "image_gcs_autoecho_vs_best_fixed",
+    "megabits_per_second",
+}
+
+
+@pytest.fixture(scope="module")
+def quick_results(run_quick_benchmark, data_dir):
+    # In a process of its own: gcsfs must first be imported with the emulator's address set.
+    output = run_quick_benchmark("workloads_gcs", "--data-dir", data_dir, "--megabits", "80")
+    return json.loads(output.read_text()), output
+
+
+def test_quick_run_reads_the_train_shards_over_the_capped_link(quick_results):
+    result, output = quick_results
+    assert output.with_suffix(".png").stat().st_size > 0
+    headline = result["headline"]
+    assert set(headline) == HEADLINE
+    assert all(v is None or isinstance(v, float) for v in headline.values())
+    assert headline["megabits_per_second"] == 80.0 and headline["image_gcs_R"] > 0
+    assert result["limiter"] in ("netns+tbf", "in-process")
+    data = result["data"]
+    assert data["source"] == "tfrecord" and data["train_files"].startswith("gs://")
+    assert data["eval_files"].endswith("photos-validation.tfrecord-*-of-00002")
+    assert result["rates"]["examples_per_second_total"] > 0
+    assert {(r["variant"], r["factor"]) for r in result["runs"]} == {
+        ("baseline", 1.0),
+        ("after_augment", 2.0),
+    }
+    echoed = next(r for r in result["runs"] if r["variant"] == "after_augment")
+    assert echoed["echo_ratio"] == pytest.approx(2.0, rel=0.2)
