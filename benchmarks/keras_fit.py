@@ -378,7 +378,7 @@ def plot(runs: list[dict], summary: dict, path: Path) -> None:
     plt.close(figure)
 
 
-def main(argv: list[str] | None = None) -> dict:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=12)
@@ -407,6 +407,11 @@ def main(argv: list[str] | None = None) -> dict:
     if args.quick:
         args.seeds, args.epochs, args.steps_per_epoch, args.timing_steps = 1, 2, 10, 5
         args.lrs = args.lrs[:1]
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
     data = load_digits()
     args.learning_rate, sweep = tune_learning_rate(data, args)
     print(f"learning rate {args.learning_rate} (baseline, seed 0: {sweep})", flush=True)

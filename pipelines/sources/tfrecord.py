@@ -38,6 +38,7 @@ Faults (see ``ReadOptions``):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
 import tempfile
@@ -207,36 +208,45 @@ def load(
     def decode(example: dict) -> dict:
         return {"inputs": decode_inputs(example), "label": example["label"], "id": example["id"]}
 
-    def split(paths: list[str], counts: list[int], first_ids: list[int]) -> SourceSplit:
-        def shard_by_file(num_shards: int, index: int) -> SourceSplit:
-            # With at least one file per pipeline each pipeline opens only its own files, so
-            # nothing is fetched twice over the network; otherwise shard record by record.
-            if len(paths) < num_shards:
-                whole = dataclasses.replace(split(paths, counts, first_ids), shard_function=None)
-                return whole.shard(num_shards, index)
-            mine = slice(index, None, num_shards)
-            return dataclasses.replace(
-                split(paths[mine], counts[mine], first_ids[mine]), shard_function=None
-            )
-
-        records, stats = _records(paths, first_ids, options)
-        # 1 = a sequential map: a parallel map of 1 still parses one record ahead.
-        parallel = None if options.num_parallel_calls == 1 else options.num_parallel_calls
-        parsed = records.map(parse, num_parallel_calls=parallel)
-        return SourceSplit(
-            dataset=parsed,
-            decode=decode,
-            crop_decode=crop_decode,
-            num_examples=sum(counts),
-            shard_function=shard_by_file,
-            read_stats=stats,
-        )
-
+    split = functools.partial(
+        _split, parse=parse, decode=decode, crop_decode=crop_decode, options=options
+    )
     return Source(
         train=split(train_paths, train_counts, _first_ids(train_counts)),
         eval=split(eval_paths, eval_counts, _first_ids(eval_counts)),
         num_classes=int(num_classes),
         input_shape=input_shape,
+    )
+
+
+def _split(paths, counts, first_ids, *, parse, decode, crop_decode, options) -> SourceSplit:
+    """The split of ``paths`` (``counts`` records each, ids from ``first_ids``), parsed by
+    ``parse``; it shards by file."""
+    split = functools.partial(
+        _split, parse=parse, decode=decode, crop_decode=crop_decode, options=options
+    )
+
+    def shard_by_file(num_shards: int, index: int) -> SourceSplit:
+        # With at least one file per pipeline each pipeline opens only its own files, so
+        # nothing is fetched twice over the network; otherwise shard record by record.
+        if len(paths) < num_shards:
+            whole = dataclasses.replace(split(paths, counts, first_ids), shard_function=None)
+            return whole.shard(num_shards, index)
+        mine = slice(index, None, num_shards)
+        return dataclasses.replace(
+            split(paths[mine], counts[mine], first_ids[mine]), shard_function=None
+        )
+
+    records, stats = _records(paths, first_ids, options)
+    # 1 = a sequential map: a parallel map of 1 still parses one record ahead.
+    parallel = None if options.num_parallel_calls == 1 else options.num_parallel_calls
+    return SourceSplit(
+        dataset=records.map(parse, num_parallel_calls=parallel),
+        decode=decode,
+        crop_decode=crop_decode,
+        num_examples=sum(counts),
+        shard_function=shard_by_file,
+        read_stats=stats,
     )
 
 
