@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import email.message
 import functools
+import gc
 import http.server
 import json
 import os
@@ -150,12 +151,18 @@ def client_environment(host: str) -> Iterator[None]:
     which waits ~60 s per bucket against an emulator; both before gcsfs is first imported
     (``pipelines`` imports it lazily). On exit, gcsfs's cached listings are dropped, so a later
     emulator's objects are not shadowed by this one's.
+
+    Also on exit, garbage is collected first: a run's input iterators sit in reference cycles
+    (a trainer and its compiled functions), and freeing one waits for the gs:// read in flight.
+    Freed now, that read is answered; freed by a later collection, after the emulator stopped,
+    it waits out gcsfs's retries against a closed port (minutes, seen as a hang at exit).
     """
     environment = {"STORAGE_EMULATOR_HOST": host, "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
     with mock.patch.dict(os.environ, environment):
         try:
             yield
         finally:
+            gc.collect()
             if "gcsfs" in sys.modules:
                 from pipelines.sources import gcs
 
