@@ -31,8 +31,9 @@ def default_data_config() -> ml_collections.ConfigDict:
     # dataset `name` under `data_dir`), "tfrecord" (`train_files`/`eval_files`, local or gs://),
     # "arrays" (in-memory `train_arrays`/`eval_arrays`), "image_folder" (JPEG/PNG files in one
     # folder per class under `image_dir`; "" = the embedded photo set, generated locally), "text"
-    # (lines of local text files `train_files`/`eval_files`, tokenized for a language model; ""
-    # = the embedded corpus of the standard library's docstrings).
+    # (lines of text files `train_files`/`eval_files`, local or gs://, or of the prepared TFDS
+    # text dataset `name`'s train_split/eval_split, tokenized for a language model; neither =
+    # the embedded corpus of the standard library's docstrings).
     config.source = "mnist1d"
     config.name = ""
     config.data_dir = None  # None -> ~/.cache/echoing
@@ -226,11 +227,16 @@ def _check_text(config: ml_collections.ConfigDict) -> None:
         )
     if bool(config.train_files) != bool(config.eval_files):
         raise ValueError(
-            "data config source='text' needs both train_files and eval_files (globs of local "
-            "text files), or neither for the embedded corpus; got train_files="
+            "data config source='text' needs both train_files and eval_files (globs of text "
+            "files, local or gs://), or neither for the embedded corpus; got train_files="
             f"{config.train_files!r}, eval_files={config.eval_files!r}."
         )
-    if not config.train_files:
+    if config.name and config.train_files:
+        raise ValueError(
+            f"data config source='text' reads either the TFDS dataset name={config.name!r} or "
+            f"the files train_files={config.train_files!r}, not both; set one to ''."
+        )
+    if not config.train_files and not config.name:
         _check_minimum("num_train", config.num_train, 1)
         _check_minimum("num_eval", config.num_eval, 1)
     _check_minimum("text_max_length", config.text_max_length, 2)

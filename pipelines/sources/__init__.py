@@ -132,19 +132,21 @@ def _image_folder(config: ml_collections.ConfigDict) -> Source:
 
 
 def _text(config: ml_collections.ConfigDict) -> Source:
-    from pipelines.sources import corpus, text
+    from pipelines.sources import corpus, text, text_lines
 
+    data_dir = data_config.data_dir(config)
+    sizes = dict(data_dir=data_dir, max_length=config.text_max_length, vocab_size=config.vocab_size)
+    if config.name:  # a prepared TFDS text dataset
+        splits = (config.train_split, config.eval_split)
+        return text.load_lines(
+            *(text_lines.from_tfds(config.name, split, data_dir=data_dir) for split in splits),
+            names=tuple(f"TFDS dataset {config.name!r} split {split!r}" for split in splits),
+            **sizes,
+        )
     files = (config.train_files, config.eval_files)
     if not config.train_files:
-        files = corpus.make_files(
-            data_config.data_dir(config), num_train=config.num_train, num_eval=config.num_eval
-        )
-    return text.load(
-        *files,
-        data_dir=data_config.data_dir(config),
-        max_length=config.text_max_length,
-        vocab_size=config.vocab_size,
-    )
+        files = corpus.make_files(data_dir, num_train=config.num_train, num_eval=config.num_eval)
+    return text.load(*files, request_attempts=config.gcs_request_attempts, **sizes)
 
 
 def _tfds(config: ml_collections.ConfigDict) -> Source:

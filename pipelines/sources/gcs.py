@@ -30,10 +30,10 @@ import asyncio
 import functools
 import os
 
-_DEFAULT_REQUEST_ATTEMPTS = 6
+DEFAULT_REQUEST_ATTEMPTS = 6
 
 
-def filesystem(request_attempts: int = _DEFAULT_REQUEST_ATTEMPTS):
+def filesystem(request_attempts: int = DEFAULT_REQUEST_ATTEMPTS):
     """A gcsfs filesystem; anonymous against ``STORAGE_EMULATOR_HOST`` when it is set.
 
     gcsfs is imported here, not at module import, because it reads its feature switches from the

@@ -17,8 +17,8 @@ per corpus and size, reused after; ``Source.vocab_file`` names it). Framed as
 ``[BOS] tokens [EOS]``, the model reads ``inputs`` and predicts ``label`` = ``inputs`` shifted by
 one. A line with more than ``max_length`` predictions is not cut: it becomes several examples,
 windows of ``max_length`` (each its own id), so nothing is dropped; the load-time pass that
-counts tokens per line decides the windows. Bytes that are not UTF-8 are replaced by U+FFFD
-(counted, with a warning naming the file). Files are read into memory at load: local paths.
+counts tokens per line decides the windows. Where lines come from (local or gs:// files, or a
+TFDS text dataset by name) is ``pipelines.sources.text_lines``; they are read into memory at load.
 
 Batches: ``batch_stage`` groups examples of similar length (``bucket_by_sequence_length``) and
 pads each batch to its longest example with token 0 (``[PAD]``, ``label_mask`` 0), so that
@@ -29,14 +29,13 @@ expect.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import hashlib
 import os
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
+from pipelines.sources import gcs, text_lines
 from pipelines.sources.source import Source, SourceSplit
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
@@ -66,29 +65,48 @@ def load(
     data_dir: str,
     max_length: int = 128,
     vocab_size: int = 4_000,
+    request_attempts: int = gcs.DEFAULT_REQUEST_ATTEMPTS,
 ) -> TextSource:
-    """Returns the text source over the globs ``train_files`` and ``eval_files``.
+    """Returns the text source over the globs ``train_files`` and ``eval_files`` (local or gs://).
 
     Raises:
-      ValueError: a glob matches no file, a path is remote, the files hold no text, or
-        ``max_length`` / ``vocab_size`` are too small.
+      ValueError: a glob matches no file, the files hold no text, or ``max_length`` /
+        ``vocab_size`` are too small.
     """
-    if max_length < 2:
-        raise ValueError(f"text max_length must be >= 2 tokens, got {max_length!r}; e.g. 128.")
-    if vocab_size < len(RESERVED_TOKENS) + 26:
-        raise ValueError(f"text vocab_size must be >= 30, got {vocab_size!r}; e.g. 4000.")
-    train_paths = _paths(train_files, "train_files")
-    eval_paths = _paths(eval_files, "eval_files")
-    train_lines, eval_lines = _read_lines(train_paths), _read_lines(eval_paths)
-    for lines, files in ((train_lines, train_files), (eval_lines, eval_files)):
+    _check_sizes(max_length, vocab_size)
+    return load_lines(
+        text_lines.from_files(train_files, "train_files", request_attempts=request_attempts),
+        text_lines.from_files(eval_files, "eval_files", request_attempts=request_attempts),
+        data_dir=data_dir,
+        max_length=max_length,
+        vocab_size=vocab_size,
+        names=(f"text files {train_files!r}", f"text files {eval_files!r}"),
+    )
+
+
+def load_lines(
+    train_lines: list[str],
+    eval_lines: list[str],
+    *,
+    data_dir: str,
+    max_length: int = 128,
+    vocab_size: int = 4_000,
+    names: tuple[str, str] = ("train lines", "eval lines"),
+) -> TextSource:
+    """Returns the text source over these lines (each a document); ``names`` says where each
+    split's lines came from, for errors.
+
+    Raises:
+      ValueError: a split holds no text, or ``max_length`` / ``vocab_size`` are too small.
+    """
+    _check_sizes(max_length, vocab_size)
+    for lines, name in zip((train_lines, eval_lines), names, strict=True):
         if not lines:
             raise ValueError(
-                f"the text files {files!r} hold no text (every line is empty); a language model "
-                "needs at least one non-empty line."
+                f"the {name} hold no text (every line is empty); a language model needs at "
+                "least one non-empty line."
             )
-    vocab_file = _vocabulary(
-        _digest(train_lines), len(train_paths), train_lines, data_dir, vocab_size
-    )
+    vocab_file = _vocabulary(_digest(train_lines), train_lines, data_dir, vocab_size)
     tokenizer = make_tokenizer(vocab_file)
     with open(vocab_file, encoding="utf-8") as file:
         size = sum(1 for _ in file)
@@ -100,6 +118,13 @@ def load(
         vocab_file=vocab_file,
         vocab_size=size,
     )
+
+
+def _check_sizes(max_length: int, vocab_size: int) -> None:
+    if max_length < 2:
+        raise ValueError(f"text max_length must be >= 2 tokens, got {max_length!r}; e.g. 128.")
+    if vocab_size < len(RESERVED_TOKENS) + 26:
+        raise ValueError(f"text vocab_size must be >= 30, got {vocab_size!r}; e.g. 4000.")
 
 
 def make_tokenizer(vocab_file: str):
@@ -190,35 +215,6 @@ def _split(lines: list[str], tokenizer, vocab_file: str, max_length: int) -> Sou
     return SourceSplit(dataset=dataset, decode=decode, num_examples=len(window), batch=batch)
 
 
-def _paths(pattern: str, key: str) -> list[str]:
-    if "://" in pattern:
-        raise ValueError(
-            f"data config {key}={pattern!r}: text files are read from local paths only for "
-            "now; copy them to a local folder."
-        )
-    paths = sorted(glob.glob(os.path.expanduser(pattern)))
-    if not paths:
-        raise ValueError(f"data config {key}={pattern!r} matches no file.")
-    return paths
-
-
-def _read_lines(paths: list[str]) -> list[str]:
-    lines = []
-    for path in paths:
-        with open(path, "rb") as file:
-            data = file.read()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = data.decode("utf-8", errors="replace")
-            replaced = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
-            logging.warning(
-                "text file %s: %d byte sequences are not UTF-8; read as U+FFFD", path, replaced
-            )
-        lines += [line.strip() for line in text.split("\n") if line.strip()]
-    return lines
-
-
 def _digest(lines: list[str]) -> str:
     digest = hashlib.sha256()
     for line in lines:
@@ -226,7 +222,7 @@ def _digest(lines: list[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _vocabulary(digest: str, num_files: int, lines: list[str], data_dir: str, vocab_size: int):
+def _vocabulary(digest: str, lines: list[str], data_dir: str, vocab_size: int):
     """The vocabulary file of these train lines and size, learned once and stored."""
     directory = os.path.join(data_dir, "text", "vocab")
     path = os.path.join(directory, f"wordpiece-{vocab_size}-{digest}.txt")
@@ -235,8 +231,8 @@ def _vocabulary(digest: str, num_files: int, lines: list[str], data_dir: str, vo
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
     print(
-        f"Learning a {vocab_size}-token WordPiece vocabulary from {num_files} text file(s) "
-        f"into {path} ...",
+        f"Learning a {vocab_size}-token WordPiece vocabulary from {len(lines)} lines into "
+        f"{path} ...",
         flush=True,
     )
     vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(

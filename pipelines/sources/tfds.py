@@ -29,7 +29,12 @@ from pipelines.sources import images
 from pipelines.sources.source import Source, SourceSplit, check_not_empty
 
 
-def _read_only_builder(name: str, data_dir: str):
+def prepared_builder(name: str, data_dir: str):
+    """The builder of the copy of ``name`` prepared under ``data_dir``, rebuilt from its files.
+
+    Raises:
+      ValueError: no such dataset, or none prepared there (with the command that prepares one).
+    """
     try:
         return read_only_builder.builder_from_files(name, data_dir=data_dir)
     except tfds.core.registered.DatasetNotFoundError as error:
@@ -43,8 +48,8 @@ def _read_only_builder(name: str, data_dir: str):
             ) from error
         raise ValueError(
             f"dataset {name!r} needs a download; use --data_dir with a prepared copy or the "
-            f"default mnist1d (no prepared copy under data_dir={data_dir!r}; prepare one with "
-            f"`tfds build {name} --data_dir={data_dir}` on a machine with internet)."
+            f"config's default data (no prepared copy under data_dir={data_dir!r}; prepare one "
+            f"with `tfds build {name} --data_dir={data_dir}` on a machine with internet)."
         ) from error
 
 
@@ -59,7 +64,7 @@ def data_source(name: str, *, data_dir: str, split: str):
       ValueError: the dataset is not prepared under ``data_dir``, is not stored as ArrayRecord,
         or has no split ``split``.
     """
-    builder = _read_only_builder(name, data_dir)
+    builder = prepared_builder(name, data_dir)
     info = builder.info
     file_format = info.file_format.value if info.file_format is not None else "tfrecord"
     if file_format != "array_record":
@@ -92,7 +97,7 @@ def load(
       ValueError: the dataset is not prepared under ``data_dir``, has no supervised keys, a
         split does not exist or is empty, or the label has no class count.
     """
-    builder = _read_only_builder(name, data_dir)
+    builder = prepared_builder(name, data_dir)
     info = builder.info
     if not info.supervised_keys or len(info.supervised_keys) != 2:
         raise ValueError(

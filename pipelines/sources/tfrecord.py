@@ -46,7 +46,14 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from pipelines.sources import gcs, images, record_format, record_layouts, record_reader
+from pipelines.sources import (
+    files,
+    gcs,
+    images,
+    record_format,
+    record_layouts,
+    record_reader,
+)
 from pipelines.sources.source import Source, SourceSplit, check_not_empty
 
 ENCODINGS = ("png", "jpeg", "tensor")
@@ -380,23 +387,7 @@ def _framed_count(path: str, open_file, options: ReadOptions) -> int:
 
 
 def _glob(pattern: str, key: str, options: ReadOptions) -> list[str]:
-    if pattern.startswith("gs://"):
-        filesystem = gcs.filesystem(options.gcs_request_attempts)
-        try:
-            paths = sorted("gs://" + path for path in filesystem.glob(pattern))
-        except Exception as error:  # gcsfs raises many types (auth, HTTP, OSError)
-            raise ValueError(
-                f"cannot read data config {key}={pattern!r} through gcsfs: {error!r}; check the "
-                "bucket name, your credentials, or STORAGE_EMULATOR_HOST for an emulator."
-            ) from error
-    else:
-        paths = sorted(tf.io.gfile.glob(os.path.expanduser(pattern)))
-    if not paths:
-        raise ValueError(
-            f"data config {key}={pattern!r} matches no file; check the path and glob (e.g. "
-            "'/data/train-*.tfrecord' or 'gs://bucket/train-*.tfrecord')."
-        )
-    return paths
+    return files.glob(pattern, key, request_attempts=options.gcs_request_attempts)
 
 
 def _in_python(paths: list[str], options: ReadOptions) -> bool:

@@ -145,7 +145,6 @@ def test_empty_files_and_non_utf8_bytes_are_handled(tmp_path, data_dir, monkeypa
     [
         ("empty.txt", "hold no text"),
         ("missing*.txt", "matches no file"),
-        ("gs://bucket/a.txt", "local paths only"),
     ],
 )
 def test_bad_text_files_are_clear_errors(tmp_path, data_dir, train, message):

@@ -1,0 +1,54 @@
+"""Globs and whole-file reads of local or gs:// paths, shared by the file sources.
+
+Example::
+
+    from pipelines.sources import files
+
+    paths = files.glob("/data/train-*.txt", "train_files")  # sorted; an error if none match
+    data = files.read_bytes(paths[0])
+
+gs:// goes through gcsfs (``pipelines.sources.gcs``), which honours ``STORAGE_EMULATOR_HOST``
+and retries each HTTP request up to ``request_attempts`` times; local paths go through
+``tf.io.gfile``, with ``~`` expanded.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from pipelines.sources import gcs
+
+
+def glob(pattern: str, key: str, *, request_attempts: int = gcs.DEFAULT_REQUEST_ATTEMPTS):
+    """The sorted paths matching ``pattern``, the data config's ``key``.
+
+    Raises:
+      ValueError: nothing matches, or gcsfs cannot list the bucket (naming the likely cause).
+    """
+    if pattern.startswith("gs://"):
+        filesystem = gcs.filesystem(request_attempts)
+        try:
+            paths = sorted("gs://" + path for path in filesystem.glob(pattern))
+        except Exception as error:  # gcsfs raises many types (auth, HTTP, OSError)
+            raise ValueError(
+                f"cannot read data config {key}={pattern!r} through gcsfs: {error!r}; check the "
+                "bucket name, your credentials, or STORAGE_EMULATOR_HOST for an emulator."
+            ) from error
+    else:
+        paths = sorted(tf.io.gfile.glob(os.path.expanduser(pattern)))
+    if not paths:
+        raise ValueError(
+            f"data config {key}={pattern!r} matches no file; check the path and glob (e.g. "
+            f"'/data/train-*' or 'gs://bucket/train-*')."
+        )
+    return paths
+
+
+def read_bytes(path: str, *, request_attempts: int = gcs.DEFAULT_REQUEST_ATTEMPTS) -> bytes:
+    """The whole file at ``path`` (local or gs://)."""
+    if path.startswith("gs://"):
+        return gcs.filesystem(request_attempts).cat_file(path)
+    with tf.io.gfile.GFile(os.path.expanduser(path), "rb") as file:
+        return file.read()
