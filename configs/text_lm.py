@@ -2,6 +2,7 @@
 # Your own text: --config.data.train_files='/data/train*.txt' --config.data.eval_files=...
 # Echo variants: --config=configs/text_lm.py:echo=2,insert=after_decode (or after_batch, auto)
 # Loss-table pruning: --config=configs/text_lm.py:prune=1[,prune_ratio=0.5]
+# AutoAssist filter on each line's bag of words: --config=configs/text_lm.py:assist=1
 # Seconds-long smoke run: --config=configs/text_lm.py:smoke
 """A small decoder-only Transformer language model on text, with perplexity.
 
@@ -14,14 +15,15 @@ perplexity (exp of the mean per-token eval loss).
 
 Arguments: ``echo`` (a factor, or ``auto`` with ``max_echo``), ``insert`` (``after_read``: the
 raw line, tokenized again per repeat | ``after_decode``: the token ids | ``after_batch``),
-``buffer`` (shuffle after echo), ``prune``, ``prune_ratio``, ``smoke``.
+``buffer`` (shuffle after echo), ``prune``, ``prune_ratio``, ``assist`` (an Assistant filter
+scoring each line's bag of words, ``echoing.BagOfWords``), ``smoke``.
 """
 
 from trainers import config_args, experiment
 
 
 def get_config(arg: str | None = None):
-    args = config_args.parse(arg, config_args.TECHNIQUE_ARGUMENTS)
+    args = config_args.parse(arg, {**config_args.TECHNIQUE_ARGUMENTS, "assist": bool})
     smoke = args.get("smoke", False)
     config = experiment.default_config()
     config.model = "transformer_lm_small"
@@ -33,6 +35,7 @@ def get_config(arg: str | None = None):
     data.num_train, data.num_eval = 40_000, 10_000
     data.shuffle_buffer = 20_000
     config_args.set_techniques(config, args, insert="after_decode")
+    config.assist = args.get("assist", False)
     config.learning_rate, config.weight_decay = 1e-3, 1e-2
     config.num_steps, config.warmup_steps = 2_000, 200
     config.eval_every_steps = config.checkpoint_every_steps = 250

@@ -14,6 +14,7 @@ from echoing.assistant_callback import AssistantCallback, AssistantFeedCallback
 from echoing.assistant_filter import AssistantFilter, assistant_filter
 from echoing.assistant_learner import AssistantLearner
 from echoing.auto_echo import AutoEcho
+from echoing.bag_of_words import BagOfWords
 from echoing.batch_selection import sample_rows, select_rows
 from echoing.boss_features import BossFeatures
 from echoing.diagnose import diagnose, format_diagnosis
@@ -33,6 +34,7 @@ __all__ = [
     "AssistantFilter",
     "AssistantLearner",
     "AutoEcho",
+    "BagOfWords",
     "BossFeatures",
     "LossInbox",
     "LossPruning",

@@ -148,6 +148,14 @@ def select_features(element: Mapping[str, Any], features: FeatureSelector) -> tf
     return features(element)
 
 
+def labels_of(element: Mapping[str, Any], label_key: str | None, features: tf.Tensor) -> tf.Tensor:
+    """``element[label_key]``, or int32 zeros (one per row of ``features``) when the examples
+    have no class (``label_key=None``, e.g. text for a language model)."""
+    if label_key is not None:
+        return element[label_key]
+    return tf.zeros(tf.shape(features)[:1], tf.int32)
+
+
 def check_feature_selector(features: FeatureSelector, caller: str) -> None:
     """Raises TypeError unless ``features`` is None, a string key, or a callable."""
     if features is not None and not isinstance(features, str) and not callable(features):

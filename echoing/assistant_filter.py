@@ -39,6 +39,7 @@ from echoing.assistant import (
     FeatureSelector,
     check_feature_selector,
     ensure_built,
+    labels_of,
     score,
     select_features,
 )
@@ -58,7 +59,7 @@ class AssistantFilter:
         *,
         base_prob: float,
         features: FeatureSelector,
-        label_key: str,
+        label_key: str | None,
         reweight: bool,
         seed: int | None,
         max_consecutive_drops: int,
@@ -92,15 +93,17 @@ class AssistantFilter:
 
     def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         spec = dataset.element_spec
-        grouping.require_key(spec, self.label_key, "assistant_filter", "label_key")
-        _require_examples(spec, self.label_key)
+        if self.label_key is not None:
+            grouping.require_key(spec, self.label_key, "assistant_filter", "label_key")
+            _require_examples(spec, self.label_key)
         feature_spec = dataset.map(lambda e: select_features(e, self.features)).element_spec
         if not isinstance(feature_spec, tf.TensorSpec):
             raise TypeError(
                 f"assistant_filter(features={self.features!r}) selected {feature_spec}, expected "
                 "one dense tensor per element; pass features= a key or function returning one."
             )
-        ensure_built(self.assistant, feature_spec, spec[self.label_key].dtype)
+        label_dtype = tf.int32 if self.label_key is None else spec[self.label_key].dtype
+        ensure_built(self.assistant, feature_spec, label_dtype)
 
         group = grouping.group_size(spec, self.scoring_batch_size)
 
@@ -109,7 +112,8 @@ class AssistantFilter:
         seen, kept = self.seen.variable, self.kept.variable
 
         def keep_probability(batch, random):
-            g = score(assistant, select_features(batch, features), batch[label_key])
+            selected = select_features(batch, features)
+            g = score(assistant, selected, labels_of(batch, label_key, selected))
             keep_prob = base_prob + (1.0 - base_prob) * g
             return batch, grouping.uniform(random) < keep_prob, keep_prob
 
@@ -171,7 +175,7 @@ def assistant_filter(
     *,
     base_prob: float = 0.3,
     features: FeatureSelector = None,
-    label_key: str = "label",
+    label_key: str | None = "label",
     reweight: bool = False,
     seed: int | None = None,
     max_consecutive_drops: int = 10_000,
@@ -187,7 +191,9 @@ def assistant_filter(
         it bounds the keep rate below and lets the Boss keep seeing easy examples (paper: 0.3).
       features: what the Assistant scores: ``None`` (``element["inputs"]``), a key, or a
         function of the element dict (e.g. a down-sampled image).
-      label_key: the element key holding the integer label.
+      label_key: the element key holding the integer label; ``None`` when examples have no
+        class (e.g. text for a language model): every example is then label 0, so the
+        Assistant is built with ``num_classes=1``.
       reweight: attach ``sample_weight = 1 / keep_prob`` (unbiased expected gradient).
       seed: seeds the uniform draws; same seed and inputs, same kept examples in each epoch.
       max_consecutive_drops: if this many inputs in a row are all dropped, iteration fails with
@@ -219,8 +225,11 @@ def assistant_filter(
             "training and values above 1 are not probabilities."
         )
     check_feature_selector(features, "assistant_filter")
-    if not isinstance(label_key, str):
-        raise TypeError(f"assistant_filter(label_key={label_key!r}): expected a string key.")
+    if label_key is not None and not isinstance(label_key, str):
+        raise TypeError(
+            f"assistant_filter(label_key={label_key!r}): expected a string key, or None when "
+            "examples have no class label."
+        )
     if not isinstance(reweight, bool):
         raise TypeError(f"assistant_filter(reweight={reweight!r}): expected True or False.")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):

@@ -45,7 +45,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from echoing.assistant import FeatureSelector, check_feature_selector, select_features
+from echoing.assistant import (
+    FeatureSelector,
+    check_feature_selector,
+    labels_of,
+    select_features,
+)
 from echoing.types import is_positive_int
 
 # Assistant accuracy is reported over this many most recently trained batches.
@@ -64,7 +69,8 @@ class AssistantLearner:
       optimizer: Keras optimizer for the Assistant (default Adam, learning rate 0.01).
       queue_size: most feedback batches held; when full the oldest is dropped and counted.
       features: what the Assistant scores in a batch dict (same meaning as in the filter).
-      label_key: the batch key holding integer labels.
+      label_key: the batch key holding integer labels; ``None`` when examples have no class
+        (e.g. text for a language model): every example is label 0, as in the filter.
       asynchronous: ``False`` trains inside ``feedback`` on the caller's thread (the paper's
         "sequential" AutoAssist; for measuring overhead and for debugging).
       max_batches_per_step: when the thread falls behind, it merges up to this many queued
@@ -86,7 +92,7 @@ class AssistantLearner:
         optimizer: keras.optimizers.Optimizer | None = None,
         queue_size: int = 32,
         features: FeatureSelector = None,
-        label_key: str = "label",
+        label_key: str | None = "label",
         asynchronous: bool = True,
         max_batches_per_step: int = 8,
         examples: Mapping[str, Any] | None = None,
@@ -102,14 +108,16 @@ class AssistantLearner:
             asynchronous,
         )
         if examples is not None:
-            if not isinstance(examples, Mapping) or label_key not in examples:
+            if not isinstance(examples, Mapping) or label_key not in (*examples, None):
                 raise TypeError(
                     f"AssistantLearner(examples={type(examples).__name__}): expected a dict of "
                     f"arrays indexed by example id with a {label_key!r} key, e.g. "
                     "{'inputs': x_train, 'label': y_train}."
                 )
             with tf.device("/cpu:0"):
-                self._example_labels = tf.constant(examples[label_key])
+                self._example_labels = tf.constant(
+                    _labels_by_id(examples) if label_key is None else examples[label_key]
+                )
                 self._example_features = self._example_columns = None
                 if callable(features):
                     # Applied per batch in the learner's thread, not once here: a function may
@@ -162,9 +170,10 @@ class AssistantLearner:
           per_example_losses: ``[B]`` Boss losses of that batch (unreduced).
           step: the Boss's step, kept for reporting.
         """
+        features = select_features(batch, self.features)
         self.push(
-            select_features(batch, self.features),
-            batch[self.label_key],
+            features,
+            labels_of(batch, self.label_key, features),
             per_example_losses,
             step=step,
         )
@@ -453,6 +462,12 @@ class AssistantLearner:
                 "stopped learning. Fix the cause (often features/labels that do not match the "
                 "Assistant) and create a new learner."
             ) from self._error
+
+
+def _labels_by_id(examples: Mapping[str, Any]) -> np.ndarray:
+    """Label 0 for each of the ``examples`` (rows of their first array): no classes."""
+    rows = len(next(iter(examples.values()))) if examples else 0
+    return np.zeros([rows], np.int32)
 
 
 def _check_arguments(

@@ -31,12 +31,16 @@ def num_train_examples(data_config: ml_collections.ConfigDict) -> int:
 def examples_by_id(data_config: ml_collections.ConfigDict) -> ExamplesById:
     """The decoded (not augmented) train split in memory: row i is example id i.
 
+    Token sequences (text) are padded with 0 to the longest: ``inputs`` is ``[N, longest]``.
+
     Raises:
       ValueError: the source's ids are not 0..N-1.
     """
     source = sources.load(resolve_data_config(data_config))
     count = source.train.num_examples
-    decoded = source.train.dataset.map(source.train.decode).batch(count)
+    decoded = source.train.dataset.map(source.train.decode)
+    # Sequences of different lengths (text) are padded with 0, the padding token, to the longest.
+    decoded = decoded.padded_batch(count) if None in source.input_shape else decoded.batch(count)
     batch = next(iter(decoded))
     order = np.argsort(batch["id"].numpy())
     ids = batch["id"].numpy()[order]

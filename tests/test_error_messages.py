@@ -180,6 +180,18 @@ ROWS = {
         ValueError,
         r"num_shards must be in \[1, 1\].*got 0",
     ),
+    "text from a TFDS name and files at once": (
+        lambda _: _data_config(
+            source="text", augment="none", name="lm1b", train_files="a", eval_files="b"
+        ),
+        ValueError,
+        r"reads either the TFDS dataset name='lm1b' or the files train_files='a', not both",
+    ),
+    "BagOfWords vocab_size 0": (
+        lambda _: echoing.BagOfWords(0),
+        ValueError,
+        r"BagOfWords\(vocab_size=0\): expected an int >= 1",
+    ),
     "run config unknown key": (
         lambda _: _run_config(num_epochs=3),
         ValueError,

@@ -19,6 +19,9 @@ learner trains g on a background thread from every inner loop's ids and per-exam
 (``Feedback``), so the Boss never waits for it. Config fields: ``assist``,
 ``assist_base_prob``, ``assist_reweight`` (attach ``sample_weight = 1 / keep probability``),
 ``assist_asynchronous`` (False: train inside the feedback call, the paper's sequential mode).
+
+On text (``data.source="text"``) examples have no class and no fixed size: the Assistant scores
+each line's bag of words (``echoing.BagOfWords`` over the vocabulary) with one label.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import tensorflow as tf
 from echoing.assistant import Assistant
 from echoing.assistant_filter import assistant_filter
 from echoing.assistant_learner import AssistantLearner
+from echoing.bag_of_words import BagOfWords
 from echoing.techniques import config_checks
 from echoing.techniques.base import Context, ExamplesById, Feedback, Insertion, Technique
 
@@ -46,13 +50,30 @@ class AssistantTechnique(Technique):
         reweight: bool = False,
         seed: int | None = None,
         asynchronous: bool = True,
+        bag_of_words: bool = False,
     ):
-        self.assistant = Assistant(examples.num_classes, input_shape=tuple(examples.input_shape))
+        """``bag_of_words``: the examples are token sequences over ``examples.num_classes``
+        tokens (a language model's); score their ``echoing.BagOfWords``, with no label."""
+        features, label_key = None, "label"
+        num_classes, input_shape = examples.num_classes, tuple(examples.input_shape)
+        if bag_of_words:
+            features, label_key = BagOfWords(examples.num_classes), None
+            num_classes, input_shape = 1, (examples.num_classes,)
+        self.assistant = Assistant(num_classes, input_shape=input_shape)
         self.filter = assistant_filter(
-            self.assistant, base_prob=float(base_prob), reweight=reweight, seed=seed
+            self.assistant,
+            base_prob=float(base_prob),
+            features=features,
+            label_key=label_key,
+            reweight=reweight,
+            seed=seed,
         )
         self.learner = AssistantLearner(
-            self.assistant, examples=examples.arrays, asynchronous=asynchronous
+            self.assistant,
+            examples=examples.arrays,
+            features=features,
+            label_key=label_key,
+            asynchronous=asynchronous,
         )
         # Built now, eagerly and on the host, so a checkpoint restores its slots at once.
         with tf.device("/cpu:0"):
@@ -115,4 +136,5 @@ def from_config(context: Context) -> AssistantTechnique | None:
         reweight=config.assist_reweight,
         seed=config.seed,
         asynchronous=config.assist_asynchronous,
+        bag_of_words=config.data.source == "text",
     )

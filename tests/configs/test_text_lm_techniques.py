@@ -1,0 +1,21 @@
+"""configs/text_lm.py runs AutoEcho, loss-table pruning and the Assistant filter on text, all in
+one run (echo at each point is in tests/pipelines/sources/test_text.py)."""
+
+from trainers import experiment, metrics_writer
+
+
+def test_auto_echo_pruning_and_the_assistant_run_together_on_text(load_config, data_dir, tmp_path):
+    config = load_config("text_lm", "echo=auto,max_echo=4,prune=1,assist=1,smoke")
+    config.progress_bar, config.data.data_dir = False, data_dir
+    # 20 steps of batch 32 are ~6 epochs of 100 lines: pruning has a table, then anneals.
+    config.data.num_train, config.num_steps = 100, 20
+    config.assist_asynchronous = False  # trained in step, so the counts below are exact
+    summary = experiment.run(config, str(tmp_path))
+    rows = metrics_writer.read_metrics(str(tmp_path))
+    assert all(1.0 <= r["echo_factor"] <= 4.0 for r in rows if "echo_factor" in r)
+    assert rows[-1]["prune_epoch"] >= 1 and rows[-1]["prune_keep_rate"] < 1.0
+    # The Assistant scored each line's bag of words (untrained it keeps 0.3 + 0.7 * 0.5) and
+    # trained on every fed-back batch.
+    assert 0.3 <= rows[-1]["assist_keep_rate"] < 1.0
+    assert rows[-1]["assist_trained_batches"] == rows[-1]["assist_pushed_batches"] > 0
+    assert summary["eval_perplexity"] > 1
