@@ -138,7 +138,9 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
     run = Run(data, seed, learning_rate, table, args.batch_size if selecting else None)
     assist = None
     if method in ASSIST_METHODS:
-        assist = AssistMethod(method, run.model, data, seed, args.assist_base_prob)
+        assist = AssistMethod(
+            method, run.model, data, seed, args.assist_base_prob, args.assist_train_every
+        )
         run.table = assist.table  # the oracle's, updated by the step; None for the others
         source = source.apply(assist.stage)
     if method == "prune":
@@ -338,6 +340,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--anneal", type=float, default=0.125)
     parser.add_argument("--select-pool", type=int, default=2, help="candidates per trained row")
     parser.add_argument("--assist-base-prob", type=float, default=0.3, help="the filter's γ")
+    parser.add_argument(
+        "--assist-train-every", type=int, default=1, help="learned Assistants: every k-th batch"
+    )
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--lrs", default="0.02,0.05,0.1")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "echoing")

@@ -54,7 +54,15 @@ class LossOracle(keras.Model):
 class AssistMethod:
     """One Assistant method's filter stage, learner and per-step feedback."""
 
-    def __init__(self, method: str, boss: keras.Model, data: dict, seed: int, base_prob: float):
+    def __init__(
+        self,
+        method: str,
+        boss: keras.Model,
+        data: dict,
+        seed: int,
+        base_prob: float,
+        train_every: int = 1,
+    ):
         num_examples, num_classes = len(data["y"]), int(data["y"].max()) + 1
         self.table, self.learner, self.boss_features = None, None, None
         if method == "assist_oracle":
@@ -79,7 +87,9 @@ class AssistMethod:
             # The Boss hands over only (ids, losses); the learner thread gathers the examples
             # and computes their features, off the Boss's thread.
             examples = {"inputs": data["x"], "label": data["y"]}
-            self.learner = echoing.AssistantLearner(assistant, features=features, examples=examples)
+            self.learner = echoing.AssistantLearner(
+                assistant, features=features, examples=examples, train_every=train_every
+            )
         self.stage = echoing.assistant_filter(
             assistant, base_prob=base_prob, features=features, seed=seed
         )

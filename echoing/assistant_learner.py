@@ -73,6 +73,9 @@ class AssistantLearner:
         (e.g. text for a language model): every example is label 0, as in the filter.
       asynchronous: ``False`` trains inside ``feedback`` on the caller's thread (the paper's
         "sequential" AutoAssist; for measuring overhead and for debugging).
+      train_every: train on every k-th batch fed back, skip the others (counted): the
+        learner's cost falls k-fold. Where the Boss and the learner share the CPU cores (no
+        accelerator) its work is the Boss's overhead; with an accelerator, 1 (every batch).
       max_batches_per_step: when the thread falls behind, it merges up to this many queued
         batches into one optimizer step (each keeps the threshold T of its own time).
       examples: an in-memory copy of the training set indexed by example id (a dict of arrays
@@ -96,6 +99,7 @@ class AssistantLearner:
         asynchronous: bool = True,
         max_batches_per_step: int = 8,
         examples: Mapping[str, Any] | None = None,
+        train_every: int = 1,
     ):
         _check_arguments(
             assistant,
@@ -135,6 +139,12 @@ class AssistantLearner:
         self.label_key = label_key
         self.asynchronous = asynchronous
         self.max_batches_per_step = max_batches_per_step
+        if not is_positive_int(train_every):
+            raise ValueError(
+                f"AssistantLearner(train_every={train_every!r}): expected an int >= 1 (1 trains "
+                "on every fed-back batch, k on every k-th)."
+            )
+        self.train_every = train_every
 
         self._queue: collections.deque = collections.deque()
         self._condition = threading.Condition()
@@ -146,6 +156,7 @@ class AssistantLearner:
         self._queue_drops = 0
         self._nonfinite = 0
         self._pushed_batches = 0
+        self._offered_batches = 0
         self._trained_batches = 0
         self._trained_examples = 0
         self._hard_examples = 0
@@ -206,6 +217,10 @@ class AssistantLearner:
         """
         self._raise_if_failed()
         self._check_shapes(features, labels, losses)
+        with self._condition:
+            self._offered_batches += 1
+            if (self._offered_batches - 1) % self.train_every:
+                return  # skipped: see train_every
         if not self.assistant.built:
             sample_features, sample_labels = features, labels
             if features is None:  # from feedback_ids: labels holds ids
@@ -287,7 +302,8 @@ class AssistantLearner:
           ``assistant_accuracy`` (agreement of ``g > 0.5`` with ``z`` on the last 50 trained
           batches, measured before each update), ``hard_fraction`` (share of z = 1),
           ``threshold`` (current T), ``queue_drops``, ``nonfinite_losses``,
-          ``pushed_batches``, ``trained_batches``, ``trained_examples``.
+          ``pushed_batches``, ``skipped_batches`` (see ``train_every``), ``trained_batches``,
+          ``trained_examples``.
         """
         with self._condition:
             correct = sum(c for c, _ in self._recent_accuracy)
@@ -301,6 +317,7 @@ class AssistantLearner:
                 "queue_drops": self._queue_drops,
                 "nonfinite_losses": self._nonfinite,
                 "pushed_batches": self._pushed_batches,
+                "skipped_batches": self._offered_batches - self._pushed_batches,
                 "trained_batches": self._trained_batches,
                 "trained_examples": self._trained_examples,
             }

@@ -18,7 +18,8 @@ The filter keeps each example with probability ``base_prob + (1 - base_prob)·g(
 learner trains g on a background thread from every inner loop's ids and per-example losses
 (``Feedback``), so the Boss never waits for it. Config fields: ``assist``,
 ``assist_base_prob``, ``assist_reweight`` (attach ``sample_weight = 1 / keep probability``),
-``assist_asynchronous`` (False: train inside the feedback call, the paper's sequential mode).
+``assist_asynchronous`` (False: train inside the feedback call, the paper's sequential mode),
+``assist_train_every`` (train on every k-th fed-back batch).
 
 On text (``data.source="text"``) examples have no class and no fixed size: the Assistant scores
 each line's bag of words (``echoing.BagOfWords`` over the vocabulary) with one label.
@@ -51,6 +52,7 @@ class AssistantTechnique(Technique):
         seed: int | None = None,
         asynchronous: bool = True,
         bag_of_words: bool = False,
+        train_every: int = 1,
     ):
         """``bag_of_words``: the examples are token sequences over ``examples.num_classes``
         tokens (a language model's); score their ``echoing.BagOfWords``, with no label."""
@@ -74,6 +76,7 @@ class AssistantTechnique(Technique):
             features=features,
             label_key=label_key,
             asynchronous=asynchronous,
+            train_every=train_every,
         )
         # Built now, eagerly and on the host, so a checkpoint restores its slots at once.
         with tf.device("/cpu:0"):
@@ -96,6 +99,7 @@ class AssistantTechnique(Technique):
             "assist_queue_drops": stats["queue_drops"],
             "assist_nonfinite_losses": stats["nonfinite_losses"],
             "assist_pushed_batches": stats["pushed_batches"],
+            "assist_skipped_batches": stats["skipped_batches"],
             "assist_trained_batches": stats["trained_batches"],
         }
 
@@ -112,10 +116,18 @@ def default_config(config) -> None:
     config.assist_reweight = False
     # False trains the Assistant inside each feedback call (the paper's "sequential" mode).
     config.assist_asynchronous = True
+    # Train the Assistant on every k-th fed-back batch only (see AssistantLearner.train_every):
+    # its cost falls k-fold where it shares the CPU with the Boss.
+    config.assist_train_every = 1
 
 
 def check_config(config) -> None:
     config_checks.fraction("assist_base_prob", config.assist_base_prob)
+    if config.assist_train_every < 1:
+        raise ValueError(
+            f"config assist_train_every must be >= 1, got {config.assist_train_every!r}; 1 "
+            "trains the Assistant on every fed-back batch, k on every k-th."
+        )
     if not config.assist:
         return
     if not config.assist_base_prob > 0:
@@ -137,4 +149,5 @@ def from_config(context: Context) -> AssistantTechnique | None:
         seed=config.seed,
         asynchronous=config.assist_asynchronous,
         bag_of_words=config.data.source == "text",
+        train_every=config.assist_train_every,
     )

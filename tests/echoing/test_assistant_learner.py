@@ -170,6 +170,7 @@ def test_a_backlog_is_merged_into_fewer_optimizer_steps(max_batches_per_step, st
         ({"features": 5}, TypeError, r"features=5"),
         ({"asynchronous": 1}, TypeError, r"asynchronous=1"),
         ({"max_batches_per_step": 0}, ValueError, r"max_batches_per_step=0"),
+        ({"train_every": 0}, ValueError, r"train_every=0\): expected an int >= 1"),
     ],
 )
 def test_bad_arguments_raise_at_construction(kwargs, error, match):
@@ -257,3 +258,22 @@ def test_inputs_that_do_not_fit_the_assistant_are_refused_at_once(
         learner.push(tf.zeros(features), tf.constant(labels, tf.int64), tf.constant(losses))
     assert learner._thread is None  # refused in the caller's thread: nothing queued
     learner.close()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_train_every_k_trains_on_every_kth_fed_back_batch(asynchronous):
+    learner = AssistantLearner(
+        Assistant(2, input_shape=(4,)),
+        examples={"inputs": np.ones([8, 4], np.float32), "label": np.arange(8) % 2},
+        asynchronous=asynchronous,
+        queue_size=100,
+        max_batches_per_step=1,
+        train_every=3,
+    )
+    for step in range(10):  # batches 0, 3, 6 and 9 are trained on
+        learner.feedback_ids(tf.constant([step % 8]), tf.constant([float(step)]), step)
+    learner.wait_until_idle()
+    learner.close()
+    stats = learner.stats()
+    assert (stats["pushed_batches"], stats["skipped_batches"]) == (4, 6)
+    assert stats["trained_examples"] == 4

@@ -150,6 +150,7 @@ def test_priority_technique_selects_its_own_batches_and_replaces_gradients():
         ),
         ({"assist": 1}, TypeError, "config: .*'assist'.*cannot be casted to .*bool"),
         ({"assist_base_prob": 1.5}, ValueError, r"assist_base_prob must be a number in \[0, 1\]"),
+        ({"assist_train_every": 0}, ValueError, r"assist_train_every must be >= 1, got 0"),
         ({"assist": True, "assist_base_prob": 0.0}, ValueError, "0 could starve training"),
         (
             {"assist": True, "eval_every_fresh_examples": 100},
