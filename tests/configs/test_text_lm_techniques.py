@@ -7,13 +7,14 @@ from trainers import experiment, metrics_writer
 def test_auto_echo_pruning_and_the_assistant_run_together_on_text(load_config, data_dir, tmp_path):
     config = load_config("text_lm", "echo=auto,max_echo=4,prune=1,assist=1,smoke")
     config.progress_bar, config.data.data_dir = False, data_dir
-    # 20 steps of batch 32 are ~6 epochs of 100 lines: pruning has a table, then anneals.
-    config.data.num_train, config.num_steps = 100, 20
+    # 40 steps of batch 32 are ~12 epochs of 100 lines, so pruning has a table of losses.
+    config.data.num_train, config.num_steps = 100, 40
     config.assist_asynchronous = False  # trained in step, so the counts below are exact
     summary = experiment.run(config, str(tmp_path))
     rows = metrics_writer.read_metrics(str(tmp_path))
     assert all(1.0 <= r["echo_factor"] <= 4.0 for r in rows if "echo_factor" in r)
-    assert rows[-1]["prune_epoch"] >= 1 and rows[-1]["prune_keep_rate"] < 1.0
+    # Past its first epoch pruning dropped lines.
+    assert any(r["prune_keep_rate"] < 1.0 for r in rows if r["prune_epoch"] >= 1)
     # The Assistant scored each line's bag of words (untrained it keeps 0.3 + 0.7 * 0.5) and
     # trained on every fed-back batch.
     assert 0.3 <= rows[-1]["assist_keep_rate"] < 1.0
