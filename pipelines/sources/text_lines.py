@@ -57,7 +57,8 @@ def from_tfds(name: str, split: str, *, data_dir: str) -> list[str]:
             f"TFDS dataset {name!r} has no split {split!r} ({error}); its splits are "
             f"{sorted(builder.info.splits.keys())}, e.g. 'train' or 'train[:10%]'."
         ) from None
-    texts = [k for k, f in builder.info.features.items() if isinstance(f, tfds.features.Text)]
+    features = builder.info.features
+    texts = sorted(k for k, f in features.items() if isinstance(f, tfds.features.Text))
     key = "text" if "text" in texts else texts[0] if len(texts) == 1 else None
     if key is None:
         raise ValueError(
