@@ -91,7 +91,8 @@ class AssistantFilter:
             "keep_rate": self.keep_rate(),
         }
 
-    def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+    def _build_assistant_for(self, dataset: tf.data.Dataset) -> None:
+        """Checks ``dataset`` holds single labelled examples, and builds the Assistant for them."""
         spec = dataset.element_spec
         if self.label_key is not None:
             grouping.require_key(spec, self.label_key, "assistant_filter", "label_key")
@@ -105,7 +106,9 @@ class AssistantFilter:
         label_dtype = tf.int32 if self.label_key is None else spec[self.label_key].dtype
         ensure_built(self.assistant, feature_spec, label_dtype)
 
-        group = grouping.group_size(spec, self.scoring_batch_size)
+    def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        self._build_assistant_for(dataset)
+        group = grouping.group_size(dataset.element_spec, self.scoring_batch_size)
 
         assistant, features, label_key = self.assistant, self.features, self.label_key
         base_prob, limit, reweight = self.base_prob, self.max_consecutive_drops, self.reweight
@@ -208,6 +211,40 @@ def assistant_filter(
     Raises:
       ValueError/TypeError: at once, for a bad argument.
     """
+    _check_arguments(
+        assistant,
+        base_prob,
+        features,
+        label_key,
+        reweight,
+        seed,
+        max_consecutive_drops,
+        scoring_batch_size,
+    )
+    return AssistantFilter(
+        assistant,
+        base_prob=float(base_prob),
+        features=features,
+        label_key=label_key,
+        reweight=reweight,
+        seed=seed,
+        max_consecutive_drops=max_consecutive_drops,
+        scoring_batch_size=scoring_batch_size,
+        name=name,
+    )
+
+
+def _check_arguments(
+    assistant,
+    base_prob,
+    features,
+    label_key,
+    reweight,
+    seed,
+    max_consecutive_drops,
+    scoring_batch_size,
+) -> None:
+    """``assistant_filter``'s argument checks: each bad value a clear error, at construction."""
     if not isinstance(assistant, keras.Model):
         raise TypeError(
             f"assistant_filter(assistant={assistant!r}): expected a keras.Model scorer such as "
@@ -240,14 +277,3 @@ def assistant_filter(
     ):
         if not is_positive_int(value):
             raise ValueError(f"assistant_filter({arg}={value!r}): expected an int >= 1.")
-    return AssistantFilter(
-        assistant,
-        base_prob=float(base_prob),
-        features=features,
-        label_key=label_key,
-        reweight=reweight,
-        seed=seed,
-        max_consecutive_drops=max_consecutive_drops,
-        scoring_batch_size=scoring_batch_size,
-        name=name,
-    )

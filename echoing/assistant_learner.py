@@ -110,25 +110,11 @@ class AssistantLearner:
             optimizer,
             features,
             asynchronous,
+            train_every,
         )
-        if examples is not None:
-            if not isinstance(examples, Mapping) or label_key not in (*examples, None):
-                raise TypeError(
-                    f"AssistantLearner(examples={type(examples).__name__}): expected a dict of "
-                    f"arrays indexed by example id with a {label_key!r} key, e.g. "
-                    "{'inputs': x_train, 'label': y_train}."
-                )
-            with tf.device("/cpu:0"):
-                self._example_labels = tf.constant(
-                    _labels_by_id(examples) if label_key is None else examples[label_key]
-                )
-                self._example_features = self._example_columns = None
-                if callable(features):
-                    # Applied per batch in the learner's thread, not once here: a function may
-                    # read live state (echoing.BossFeatures follows the Boss's weights).
-                    self._example_columns = {k: tf.constant(v) for k, v in examples.items()}
-                else:
-                    self._example_features = tf.constant(select_features(examples, features))
+        self._example_labels, self._example_features, self._example_columns = _example_tables(
+            examples, features, label_key
+        )
         self.examples = examples
         self.assistant = assistant
         self.threshold = threshold
@@ -139,11 +125,6 @@ class AssistantLearner:
         self.label_key = label_key
         self.asynchronous = asynchronous
         self.max_batches_per_step = max_batches_per_step
-        if not is_positive_int(train_every):
-            raise ValueError(
-                f"AssistantLearner(train_every={train_every!r}): expected an int >= 1 (1 trains "
-                "on every fed-back batch, k on every k-th)."
-            )
         self.train_every = train_every
 
         self._queue: collections.deque = collections.deque()
@@ -487,6 +468,28 @@ def _labels_by_id(examples: Mapping[str, Any]) -> np.ndarray:
     return np.zeros([rows], np.int32)
 
 
+def _example_tables(examples, features, label_key):
+    """The learner's per-id tables from ``examples``: (labels, features, columns), on the host.
+
+    ``features`` is selected once here, unless it is a function: then the raw columns are kept
+    and the function runs per batch in the learner's thread, since it may read live state
+    (``echoing.BossFeatures`` follows the Boss's weights).
+    """
+    if examples is None:
+        return None, None, None
+    if not isinstance(examples, Mapping) or label_key not in (*examples, None):
+        raise TypeError(
+            f"AssistantLearner(examples={type(examples).__name__}): expected a dict of "
+            f"arrays indexed by example id with a {label_key!r} key, e.g. "
+            "{'inputs': x_train, 'label': y_train}."
+        )
+    with tf.device("/cpu:0"):
+        labels = tf.constant(_labels_by_id(examples) if label_key is None else examples[label_key])
+        if callable(features):
+            return labels, None, {k: tf.constant(v) for k, v in examples.items()}
+        return labels, tf.constant(select_features(examples, features)), None
+
+
 def _check_arguments(
     assistant,
     threshold,
@@ -496,6 +499,7 @@ def _check_arguments(
     optimizer,
     features,
     asynchronous,
+    train_every,
 ) -> None:
     """``AssistantLearner``'s argument checks: each bad value a clear error, at construction."""
     if not isinstance(assistant, keras.Model):
@@ -545,6 +549,11 @@ def _check_arguments(
     check_feature_selector(features, "AssistantLearner")
     if not isinstance(asynchronous, bool):
         raise TypeError(f"AssistantLearner(asynchronous={asynchronous!r}): expected a bool.")
+    if not is_positive_int(train_every):
+        raise ValueError(
+            f"AssistantLearner(train_every={train_every!r}): expected an int >= 1 (1 trains "
+            "on every fed-back batch, k on every k-th)."
+        )
 
 
 def _concatenate(parts) -> tf.Tensor:
