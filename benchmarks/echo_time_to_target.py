@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib.util
 import json
 import os
@@ -224,6 +225,9 @@ def run_one(scenario: Scenario, variant: dict, seed: int, args) -> dict:
         config.eval_every_steps = config.num_steps  # by fresh examples, see above
     config.stop_at_target = not variant["final"]
     workdir = tempfile.mkdtemp(prefix="run_")
+    # Earlier runs' input iterators, left in reference cycles, are freed here, not inside this
+    # run's timed training: freeing one can wait up to a minute (iterator_teardown.py).
+    gc.collect()
     start = time.perf_counter()
     summary = experiment.run(config, workdir, insertions=scenario.insertions())
     row = {

@@ -43,6 +43,7 @@ only when every seed reached it), ``image_final_accuracy``, ``image_autoecho_vs_
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import itertools
 import json
@@ -214,6 +215,9 @@ def run_one(workload: Workload, args, variant: dict, seed: int) -> dict:
     config.stop_at_target = not baseline and config.target_accuracy > 0
     if baseline:
         config.timing_steps = args.timing_steps  # R, measured by the trainer after training
+    # Earlier runs' input iterators, left in reference cycles, are freed here, not inside this
+    # run's timed training: freeing one can wait up to a minute (iterator_teardown.py).
+    gc.collect()
     start = time.perf_counter()
     summary = experiment.run(config, tempfile.mkdtemp(prefix="workloads_"))
     return {
