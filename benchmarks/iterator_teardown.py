@@ -90,7 +90,8 @@ def summarize(rows: list[dict], stall_seconds: float) -> dict:
         "max_delete_seconds_autotune": max(on),
         "median_delete_seconds_autotune": statistics.median(on),
         "max_delete_seconds_no_autotune": max(off),
-        # A stall never outlasts the wait to the next optimisation (plus the delete's own cost).
+        # About a delete's own cost (~0.2 s) when no delete outlasts its wait to the next
+        # optimisation: what the reading in the docstring predicts.
         "max_stall_over_schedule_wait": max(
             (row["delete_seconds"] - row["schedule_wait_seconds"] for row in rows), default=0.0
         ),

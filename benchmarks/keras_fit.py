@@ -32,10 +32,10 @@ The baseline and pruning train ``--epochs`` x ``--steps-per-epoch`` steps, the e
 equal steps echo ends below the baseline: time to target is what is compared), each with SGD +
 momentum on a cosine schedule to 0 over its own steps (the peak rate tuned per method over
 ``--lrs`` by seed 0's final accuracy, so each method, the baseline included, runs at its best);
-test accuracy is measured after every epoch of
-``--steps-per-epoch`` steps, outside the timed training. Target: the worst baseline seed's final
-accuracy (every baseline seed reaches it); the JSON also has the speedups to 99% of it
-(``early_target_speedups``), which the baseline reaches in its first few epochs.
+test accuracy is measured after every epoch of ``--steps-per-epoch`` steps, outside the timed
+training. Target: the worst baseline seed's final accuracy (every baseline seed reaches it); the
+JSON also has the speedups to 99% of it (``early_target_speedups``), which the baseline reaches
+in its first few epochs.
 
 Headline (``keras_fit.json``): ``autoecho_fit_speedup`` = the baseline's mean train seconds to
 the target / ``auto``'s (null unless every seed of both reached it); ``fixed_echo_fit_speedup``,

@@ -332,7 +332,7 @@ def tune_learning_rate(data: dict, args) -> tuple[float, list[dict]]:
     return best["learning_rate"], sweep
 
 
-def main(argv: list[str] | None = None) -> dict:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=16)
@@ -361,6 +361,11 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"--methods must include full and prune, from {METHODS}")
     if args.quick:
         args.seeds, args.epochs, args.num_samples, args.lrs = 1, 3, 2_000, [0.05]
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
     data = load_mnist1d(args.num_samples, args.cache)
     learning_rate, sweep = tune_learning_rate(data, args)
     print(f"learning rate {learning_rate} (sweep {sweep})", flush=True)

@@ -507,6 +507,34 @@ def _check_arguments(
             f"AssistantLearner(assistant={assistant!r}): expected a keras.Model scorer such "
             "as echoing.Assistant(num_classes=...)."
         )
+    _check_threshold(threshold, threshold_decay)
+    if not is_positive_int(queue_size):
+        raise ValueError(
+            f"AssistantLearner(queue_size={queue_size!r}): expected an int >= 1, the most "
+            "feedback batches held in memory."
+        )
+    if not is_positive_int(max_batches_per_step):
+        raise ValueError(
+            f"AssistantLearner(max_batches_per_step={max_batches_per_step!r}): expected an "
+            "int >= 1, the most queued feedback batches merged into one Assistant step."
+        )
+    if optimizer is not None and not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TypeError(
+            f"AssistantLearner(optimizer={optimizer!r}): expected a keras optimizer such as "
+            "keras.optimizers.Adam(0.01), or None."
+        )
+    check_feature_selector(features, "AssistantLearner")
+    if not isinstance(asynchronous, bool):
+        raise TypeError(f"AssistantLearner(asynchronous={asynchronous!r}): expected a bool.")
+    if not is_positive_int(train_every):
+        raise ValueError(
+            f"AssistantLearner(train_every={train_every!r}): expected an int >= 1 (1 trains "
+            "on every fed-back batch, k on every k-th)."
+        )
+
+
+def _check_threshold(threshold, threshold_decay) -> None:
+    """The hard/easy threshold: 'mean' (decayed running mean) or a fixed finite number."""
     if isinstance(threshold, str):
         if threshold != "mean":
             raise ValueError(
@@ -530,29 +558,6 @@ def _check_arguments(
         raise ValueError(
             f"AssistantLearner(threshold_decay={threshold_decay!r}): expected a number in "
             "[0, 1); 0 uses each batch's own mean, the paper's code uses 0.75."
-        )
-    if not is_positive_int(queue_size):
-        raise ValueError(
-            f"AssistantLearner(queue_size={queue_size!r}): expected an int >= 1, the most "
-            "feedback batches held in memory."
-        )
-    if not is_positive_int(max_batches_per_step):
-        raise ValueError(
-            f"AssistantLearner(max_batches_per_step={max_batches_per_step!r}): expected an "
-            "int >= 1, the most queued feedback batches merged into one Assistant step."
-        )
-    if optimizer is not None and not isinstance(optimizer, keras.optimizers.Optimizer):
-        raise TypeError(
-            f"AssistantLearner(optimizer={optimizer!r}): expected a keras optimizer such as "
-            "keras.optimizers.Adam(0.01), or None."
-        )
-    check_feature_selector(features, "AssistantLearner")
-    if not isinstance(asynchronous, bool):
-        raise TypeError(f"AssistantLearner(asynchronous={asynchronous!r}): expected a bool.")
-    if not is_positive_int(train_every):
-        raise ValueError(
-            f"AssistantLearner(train_every={train_every!r}): expected an int >= 1 (1 trains "
-            "on every fed-back batch, k on every k-th)."
         )
 
 
