@@ -39,6 +39,8 @@ def get_config(arg: str | None = None):
     config.target_accuracy = 0.9
     if smoke:
         config.num_steps, config.warmup_steps = 10, 2
+        # Seconds long: tf.data's autotuner would only add its teardown wait (data config autotune).
+        data.autotune = False
         config.steps_per_loop = config.eval_every_steps = config.checkpoint_every_steps = 5
         config.timing_steps = 0  # R is measured by the full run and benchmarks/workloads.py
         config.diagnose_steps = 10

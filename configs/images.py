@@ -78,6 +78,8 @@ def get_config(arg: str | None = None):
     if smoke:
         data.batch_size, data.eval_batch_size = 16, 64
         data.shuffle_buffer = 256
+        # Seconds long: tf.data's autotuner would only add its teardown wait (data config autotune).
+        data.autotune = False
         config.num_steps, config.warmup_steps = 10, 2
         config.steps_per_loop = config.eval_every_steps = config.checkpoint_every_steps = 5
         config.timing_steps = 3

@@ -60,6 +60,8 @@ def get_config(arg: str | None = None):
         config.data.num_train, config.data.num_eval = 1_000, 200
         config.data.batch_size, config.data.eval_batch_size = 32, 200
         config.data.shuffle_buffer = 1_000
+        # Seconds long: tf.data's autotuner would only add its teardown wait (data config autotune).
+        config.data.autotune = False
         config.num_steps, config.warmup_steps = 20, 2
         config.steps_per_loop = config.eval_every_steps = config.checkpoint_every_steps = 10
         config.timing_steps = 3

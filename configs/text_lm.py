@@ -42,6 +42,8 @@ def get_config(arg: str | None = None):
     config.target_accuracy = 0.2  # next-token accuracy on the test paragraphs
     if smoke:
         data.num_train, data.num_eval, data.vocab_size = 400, 100, 500
+        # Seconds long: tf.data's autotuner would only add its teardown wait (data config autotune).
+        data.autotune = False
         config.num_steps, config.warmup_steps = 10, 2
         config.steps_per_loop = config.eval_every_steps = config.checkpoint_every_steps = 5
         # No R measurement: it traces the model again, the longest part of a smoke run.

@@ -13,7 +13,7 @@ Example::
 """
 
 from pipelines.config import default_data_config, locked_update, resolve_data_config
-from pipelines.datasets import Datasets, checkpointable, make_datasets, stage_seed
+from pipelines.datasets import Datasets, checkpointable, make_datasets, stage_seed, with_autotune
 from pipelines.examples import examples_by_id, num_train_examples
 from pipelines.pipeline import Pipeline, Stage
 
@@ -29,4 +29,5 @@ __all__ = [
     "num_train_examples",
     "resolve_data_config",
     "stage_seed",
+    "with_autotune",
 ]

@@ -74,6 +74,12 @@ def default_data_config() -> ml_collections.ConfigDict:
     config.echo_buffer_size = 0  # 0 = no shuffle after echo
     config.num_parallel_calls = tf.data.AUTOTUNE  # 1 = sequential maps (nothing computed ahead)
     config.prefetch = tf.data.AUTOTUNE
+    # tf.data's autotuner (parallelism and buffer sizes tuned while the pipeline runs). Leave it
+    # on for training runs. Seconds-long runs (smoke tests) gain nothing from it, and tearing an
+    # autotuned iterator down can wait until the autotuner's next scheduled pass, up to 60 s
+    # (benchmarks/iterator_teardown.py). Off: AUTOTUNE parallelism is the CPU count and AUTOTUNE
+    # prefetch holds one element.
+    config.autotune = True
     # TFRecord faults. skip_corrupt: skip and count corrupt/truncated records (with a warning
     # naming the file) instead of failing; never silent (see Datasets.train_read_stats). For
     # image folders: decode every file once at load and leave out (and count) the ones that fail.
@@ -124,6 +130,8 @@ def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.Con
     for key in ("gcs_retry_delay", "gcs_max_retry_delay"):
         if resolved[key] < 0:
             raise ValueError(f"data config {key} must be seconds >= 0, got {resolved[key]!r}.")
+    if not isinstance(resolved.autotune, bool):
+        raise TypeError(f"data config autotune must be True or False, got {resolved.autotune!r}.")
     _check_autotune("num_parallel_calls", resolved.num_parallel_calls, minimum=1)
     _check_autotune("prefetch", resolved.prefetch, minimum=0)
     if resolved.source == "mnist1d":

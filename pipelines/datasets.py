@@ -181,8 +181,8 @@ def make_datasets(
     )
     eval_pipeline = _eval_pipeline(config, eval_split, eval_batch_size)
     return Datasets(
-        train=checkpointable(train_pipeline.build()),
-        eval=checkpointable(eval_pipeline.build()),
+        train=checkpointable(with_autotune(train_pipeline.build(), config.autotune)),
+        eval=checkpointable(with_autotune(eval_pipeline.build(), config.autotune)),
         num_train_examples=source.train.num_examples,
         num_classes=source.num_classes,
         input_shape=tuple(source.input_shape),
@@ -347,6 +347,20 @@ def checkpointable(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """
     options = tf.data.Options()
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    return dataset.with_options(options)
+
+
+def with_autotune(dataset: tf.data.Dataset, enabled: bool) -> tf.data.Dataset:
+    """``dataset`` with tf.data's autotuner off, or as it was (on by default) when ``enabled``.
+
+    Example::
+
+        dataset = with_autotune(tf.data.Dataset.range(8).prefetch(tf.data.AUTOTUNE), False)
+    """
+    if enabled:
+        return dataset  # Setting it would override a later stage's own choice of options.
+    options = tf.data.Options()
+    options.autotune.enabled = False
     return dataset.with_options(options)
 
 

@@ -84,6 +84,7 @@ def dataset_fns(
             dataset = pipelines.checkpointable(
                 dataset.apply(counts.fresh.count(rows=True)).apply(counts.emitted.count(rows=True))
             )
+            dataset = pipelines.with_autotune(dataset, config.data.autotune)
         else:
             datasets = make_datasets(config, techniques, counts=counts, input_context=context)
             record("train", datasets.train_read_stats)

@@ -23,6 +23,7 @@ CONTRACT_FIELDS = {
     "echo_buffer_size": 0,
     "num_parallel_calls": tf.data.AUTOTUNE,
     "prefetch": tf.data.AUTOTUNE,
+    "autotune": True,
 }
 
 
@@ -78,6 +79,8 @@ def _with(**overrides):
         ),
         (_with(source="arrays"), TypeError, "train_arrays must be a dict"),
         (_with(skip_corrupt=1), TypeError, "'skip_corrupt'.*cannot be casted to .*bool"),
+        (_with(autotune=None), TypeError, "autotune must be True or False, got None"),
+        (_with(autotune="off"), TypeError, "'autotune'.*cannot be casted to .*bool"),
         (_with(skip_corrupt=True), ValueError, "skip_corrupt applies to source='tfrecord' or"),
         (_with(gcs_request_attempts=0), ValueError, "gcs_request_attempts must be >= 1, got 0"),
         (_with(gcs_read_attempts=1.5), TypeError, "'gcs_read_attempts'.*cannot be casted"),

@@ -164,6 +164,16 @@ def test_train_iterator_checkpoint_resumes_the_stream(tiny_config, tmp_path, wit
     np.testing.assert_array_equal([next(iterator)["id"].numpy() for _ in range(3)], expected)
 
 
+def test_autotune_off_reaches_both_pipelines_and_keeps_the_stream(tiny_config):
+    tuned = pipelines.make_datasets(tiny_config(), seed=0)
+    untuned = pipelines.make_datasets(tiny_config(autotune=False), seed=0)
+    assert tuned.train.options().autotune.enabled is None  # unset: tf.data's default, on
+    assert untuned.train.options().autotune.enabled is False
+    assert untuned.eval.options().autotune.enabled is False
+    for ids, expected in zip(untuned.train.take(3), tuned.train.take(3), strict=True):
+        np.testing.assert_array_equal(ids["id"], expected["id"])
+
+
 def _keep_even_ids(dataset):
     return dataset.filter(lambda element: element["id"] % 2 == 0)
 
