@@ -19,6 +19,8 @@ done (so a method that takes fewer steps per epoch decays on the same curve, Inf
 * ``select``: in-batch selection (``echoing.select_rows``): batches of ``--select-pool`` x the
   batch size are scored by an inference-mode forward pass and the step trains on the batch
   size's worth of rows with the highest loss; ``--epochs`` epochs (so half the steps at pool 2).
+* ``assist``, ``assist_boss``, ``assist_oracle``: AutoAssist's filter with the raw-feature, the
+  Boss-feature and the last-seen-loss Assistant (``selection_assist.py``); ``--epochs`` epochs.
 
 The learning rate is tuned once for ``full`` (seed 0, over ``--lrs``, best final accuracy) and
 used by every method. Test accuracy is measured after every epoch, outside the timed training.
@@ -33,9 +35,12 @@ Headline (``selection.json``, floats, null where not reached):
 * ``prune_accuracy_delta``: ``prune``'s mean final accuracy minus ``full``'s, in points;
 * ``prune_step_fraction``: ``prune``'s steps / ``full``'s steps;
 * ``select_batch_speedup``: ``full``'s train seconds to the target / ``select``'s;
-* the Assistants' keys are null here: not built into this benchmark yet; PGD's
-  (``pgd_steps_speedup_clean``, ``pgd_wall_speedup_clean``) are null here because PGD runs on
-  its own clean sets, in ``benchmarks/pgd_clean.py`` (``pgd_clean.json``).
+* ``assist_steps_saved`` (the Boss-feature Assistant), ``assist_oracle_steps_saved``,
+  ``assist_raw_steps_saved``: 1 - the method's Boss steps to the target / ``full``'s; and each
+  Assistant's ``*_overhead``: its time per Boss step over ``full``'s, minus 1
+  (``benchmarks/selection_profile.py`` says where that time goes);
+* PGD's (``pgd_steps_speedup_clean``, ``pgd_wall_speedup_clean``) are null here because PGD
+  runs on its own clean sets, in ``benchmarks/pgd_clean.py`` (``pgd_clean.json``).
 """
 
 from __future__ import annotations
@@ -89,9 +94,11 @@ def load_mnist1d(num_samples: int, cache: Path) -> dict:
 class Run:
     """One model, optimizer and train step; ``table`` is updated by the step when given."""
 
-    def __init__(self, data, seed, learning_rate, table=None, train_rows=None):
+    def __init__(self, data, seed, learning_rate, table=None, train_rows=None, model=None):
         keras.utils.set_random_seed(seed)
-        self.model = build_model("mnist1d_cnn", data["x"].shape[1:], 10)
+        if model is None:
+            model = build_model("mnist1d_cnn", data["x"].shape[1:], 10)
+        self.model = model
         self.peak = learning_rate
         self.optimizer = keras.optimizers.SGD(learning_rate, momentum=0.9, nesterov=True)
         self.table = table

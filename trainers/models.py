@@ -29,22 +29,28 @@ def _mnist1d_mlp(input_shape: Sequence[int], num_classes: int) -> keras.Model:
     return keras.Model(inputs, logits, name="mnist1d_mlp")
 
 
-def _mnist1d_cnn(input_shape: Sequence[int], num_classes: int) -> keras.Model:
-    """A 1-D CNN: four convolutions (three strided), global pooling, a linear classifier.
+def mnist1d_cnn(input_shape: Sequence[int], num_classes: int, *, width: int = 1) -> keras.Model:
+    """A 1-D CNN: four convolutions (three strided), flattened, a hidden and a linear layer.
 
     A signal of shape ``[length]`` gets a channel axis; ``[length, channels]`` is used as is.
+    ``width`` multiplies the filters of every convolution after the first, and the hidden units
+    (``benchmarks/selection_profile.py`` grows the Boss this way, its first layer unchanged).
+
+    Example::
+
+        model = mnist1d_cnn((40,), 10, width=2)  # 2x the filters after the first convolution
     """
     inputs = keras.Input(shape=tuple(input_shape), name="inputs")
     x = inputs
     if len(input_shape) == 1:
         x = keras.layers.Reshape((input_shape[0], 1))(x)
     x = keras.layers.Conv1D(32, 5, padding="same", activation="relu")(x)
-    x = keras.layers.Conv1D(64, 3, strides=2, padding="same", activation="relu")(x)
-    x = keras.layers.Conv1D(64, 3, padding="same", activation="relu")(x)
-    x = keras.layers.Conv1D(128, 3, strides=2, padding="same", activation="relu")(x)
+    x = keras.layers.Conv1D(64 * width, 3, strides=2, padding="same", activation="relu")(x)
+    x = keras.layers.Conv1D(64 * width, 3, padding="same", activation="relu")(x)
+    x = keras.layers.Conv1D(128 * width, 3, strides=2, padding="same", activation="relu")(x)
     # Flatten rather than pool: MNIST-1D digits are defined by where features sit in the signal.
     x = keras.layers.Flatten()(x)
-    x = keras.layers.Dense(128, activation="relu")(x)
+    x = keras.layers.Dense(128 * width, activation="relu")(x)
     logits = keras.layers.Dense(num_classes, name="logits")(x)
     return keras.Model(inputs, logits, name="mnist1d_cnn")
 
@@ -144,7 +150,7 @@ class SinusoidalPositions(keras.layers.Layer):
 
 MODELS: dict[str, Callable[[Sequence[int], int], keras.Model]] = {
     "mnist1d_mlp": _mnist1d_mlp,
-    "mnist1d_cnn": _mnist1d_cnn,
+    "mnist1d_cnn": mnist1d_cnn,
     "resnet_small": _resnet_small,
     "resnet_imagenet_tiny": _resnet_imagenet_tiny,
     "transformer_lm_small": _transformer_lm_small,
