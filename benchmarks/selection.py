@@ -33,6 +33,7 @@ Headline (``selection.json``, floats, null where not reached):
 * ``prune_speedup_vs_short_schedule``: the same, ``short`` over ``prune`` (null if ``short``
   never reaches the target: then pruning buys accuracy the short schedule cannot);
 * ``prune_accuracy_delta``: ``prune``'s mean final accuracy minus ``full``'s, in points;
+  ``prune_vs_short_accuracy_delta``: minus ``short``'s (the same steps);
 * ``prune_step_fraction``: ``prune``'s steps / ``full``'s steps;
 * ``select_batch_speedup``: ``full``'s train seconds to the target / ``select``'s;
 * ``assist_steps_saved`` (the Boss-feature Assistant), ``assist_oracle_steps_saved``,
@@ -256,6 +257,12 @@ def headline(summary: dict) -> dict:
         "prune_speedup_vs_short_schedule": speedup("short"),
         "prune_accuracy_delta": 100
         * (methods["prune"]["final_accuracy"] - methods["full"]["final_accuracy"]),
+        # At the same steps: what pruning buys over the short schedule when neither is faster.
+        "prune_vs_short_accuracy_delta": (
+            100 * (methods["prune"]["final_accuracy"] - methods["short"]["final_accuracy"])
+            if "short" in methods
+            else None
+        ),
         "prune_step_fraction": methods["prune"]["steps"] / methods["full"]["steps"],
         "prune_train_time_fraction": (
             methods["prune"]["train_seconds"] / methods["full"]["train_seconds"]

@@ -8,6 +8,7 @@ HEADLINE = {
     "prune_speedup_equal_epochs",
     "prune_speedup_vs_short_schedule",
     "prune_accuracy_delta",
+    "prune_vs_short_accuracy_delta",
     "select_batch_speedup",
     "assist_steps_saved",
     "assist_oracle_steps_saved",
@@ -80,6 +81,7 @@ def test_speedups_are_ratios_of_seconds_to_the_target(load_benchmark):
     assert headline["prune_speedup_equal_epochs"] == pytest.approx(4.0 / 2.0)
     assert headline["prune_speedup_vs_short_schedule"] is None  # short never reached it
     assert headline["prune_accuracy_delta"] == pytest.approx(0.0)
+    assert headline["prune_vs_short_accuracy_delta"] == pytest.approx(10.0)  # 90% against 80%
 
 
 def test_notebook_draws_the_results_without_training(quick_results, execute_notebook):
