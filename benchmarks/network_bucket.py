@@ -70,6 +70,8 @@ class ThrottledBucket:
         self.requested_limiter = limiter
         self.limiter: str | None = None
         self.emulator_host: str | None = None
+        # The network namespace the emulator runs in ("netns+tbf" only), deleted on exit.
+        self.namespace: str | None = None
         # Why the namespace could not be used, when limiter=None fell back to "in-process".
         self.fallback_reason: str | None = None
         self._exit = contextlib.ExitStack()
@@ -103,7 +105,7 @@ class ThrottledBucket:
         self._exit.close()
 
     def _start_in_namespace(self) -> None:
-        name = f"echoing-{uuid.uuid4().hex[:8]}"
+        name = self.namespace = f"echoing-{uuid.uuid4().hex[:8]}"
         # A /30 of 10.233.0.0/16 picked from the name, so concurrent benchmarks rarely collide.
         block = int(name[-4:], 16) % (1 << 14)
         base = f"10.233.{block >> 6}.{(block & 63) << 2}"
