@@ -2,14 +2,16 @@
 
 Run::
 
-    python benchmarks/selection_profile.py           # Boss widths 1, 2 and 4: ~10 min
+    python benchmarks/selection_profile.py           # Boss widths 1, 2 and 4: ~6 min
     python benchmarks/selection_profile.py --quick   # seconds; what tests/benchmarks runs
 
 Writes ``benchmarks/results/selection_profile.json``. For each Boss width and method (``full``,
 and the three Assistants of ``selection_assist.py``), per kept batch of 128, the mean over
 ``--steps`` batches of: the filtered pipeline alone, a Boss step alone on a cached batch, the
 learner alone (feedback, then wait until it is idle), and all of it together as
-``selection.py`` runs it (seed 0, MNIST-1D 40k, learning rate 0.05).
+``selection.py`` runs it (seed 0, MNIST-1D 40k, learning rate 0.05). "Together" is timed in
+``--rounds`` interleaved rounds (each method's share of ``--steps`` in turn, the learner's backlog
+waited for), so each round's ratio to ``full`` compares runs taken seconds apart.
 
 Width 1 is ``selection.py``'s 1-D CNN (``trainers.models.mnist1d_cnn``). Width w multiplies the
 filters of every convolution after the first, and the hidden units, by w. The first
@@ -17,9 +19,9 @@ convolution, which the Boss-feature Assistant shares, stays as it is, so the Ass
 work is the same at every width while the Boss step grows. That separates the Assistants' cost
 from the Boss's: an overhead that is a fixed cost per step falls as 1 / (Boss step time).
 
-Headline (floats): ``{method}_overhead`` (time per step together over ``full``'s, minus 1) at
-width 1 and ``{method}_overhead_width{w}`` at the widest, and ``{method}_extra_ms`` at width 1,
-the milliseconds per step the method adds.
+Headline (floats): ``{method}_overhead`` (the median over rounds of the time per step together
+over ``full``'s in the same round, minus 1) at width 1 and ``{method}_overhead_width{w}`` at the
+widest, and ``{method}_extra_ms`` at width 1, the milliseconds per step the method adds.
 """
 
 from __future__ import annotations
@@ -51,63 +53,91 @@ def milliseconds_per_call(function, repeats: int) -> float:
     return 1e3 * (time.perf_counter() - start) / repeats
 
 
-def profile(data: dict, method: str, width: int, steps: int) -> dict:
-    """The four timings of one method at one Boss width, in ms per kept batch."""
-    n = len(data["y"])
-    keras.utils.set_random_seed(0)
-    run = selection.Run(data, 0, 0.05, model=mnist1d_cnn(data["x"].shape[1:], 10, width=width))
-    source = (
-        tf.data.Dataset.from_tensor_slices(
-            {"inputs": data["x"], "label": data["y"], "id": np.arange(n, dtype=np.int64)}
+class Profiled:
+    """One method at one Boss width, set up as ``selection.py`` runs it (seed 0, lr 0.05)."""
+
+    def __init__(self, data: dict, method: str, width: int):
+        n = len(data["y"])
+        keras.utils.set_random_seed(0)
+        model = mnist1d_cnn(data["x"].shape[1:], 10, width=width)
+        self.run = selection.Run(data, 0, 0.05, model=model)
+        source = (
+            tf.data.Dataset.from_tensor_slices(
+                {"inputs": data["x"], "label": data["y"], "id": np.arange(n, dtype=np.int64)}
+            )
+            .shuffle(n, seed=0)
+            .repeat()
         )
-        .shuffle(n, seed=0)
-        .repeat()
-    )
-    assist = None
-    if method != "full":
-        assist = AssistMethod(method, run.model, data, 0, 0.3)
-        run.table = assist.table
-        source = source.apply(assist.stage)
-    iterator = iter(source.batch(128, drop_remainder=True).prefetch(2))
-    batch = next(iterator)
-    losses = run.step(batch)  # traces the step
-    timings = {
-        "pipeline_ms": milliseconds_per_call(lambda: next(iterator), steps),
-        "boss_step_ms": milliseconds_per_call(lambda: run.step(batch), steps),
-        "learner_ms": None,
-    }
-    if assist is not None and assist.learner is not None:
-        learner = assist.learner
+        self.assist = None
+        if method != "full":
+            self.assist = AssistMethod(method, self.run.model, data, 0, 0.3)
+            self.run.table = self.assist.table
+            source = source.apply(self.assist.stage)
+        self.iterator = iter(source.batch(128, drop_remainder=True).prefetch(2))
+        self.batch = next(self.iterator)
+        self.losses = self.run.step(self.batch)  # traces the step
 
-        def learn():
-            learner.feedback_ids(batch["id"], losses)
-            learner.wait_until_idle()
+    def parts(self, steps: int) -> dict:
+        """Each part alone, in ms per kept batch."""
+        timings = {
+            "pipeline_ms": milliseconds_per_call(lambda: next(self.iterator), steps),
+            "boss_step_ms": milliseconds_per_call(lambda: self.run.step(self.batch), steps),
+            "learner_ms": None,
+        }
+        learner = self.assist.learner if self.assist is not None else None
+        if learner is not None:
 
-        learn()  # traces the learner's step
-        timings["learner_ms"] = milliseconds_per_call(learn, steps)
+            def learn():
+                learner.feedback_ids(self.batch["id"], self.losses)
+                learner.wait_until_idle()
 
-    def together():
-        step_batch = next(iterator)
-        step_losses = run.step(step_batch)
-        run.steps += 1
-        if assist is not None:
-            assist.after_step(step_batch, step_losses, run.steps)
-        return step_losses
+            learn()  # traces the learner's step
+            timings["learner_ms"] = milliseconds_per_call(learn, steps)
+        return timings
 
-    start = time.perf_counter()
-    for _ in range(steps):
-        last = together()
-    float(last[0])  # waits for the last step
-    timings["together_ms"] = 1e3 * (time.perf_counter() - start) / steps
-    if assist is not None:
-        assist.close()
-    return timings
+    def together(self, steps: int) -> float:
+        """ms per kept batch with everything running; the learner's backlog is charged here."""
+        start = time.perf_counter()
+        for _ in range(steps):
+            batch = next(self.iterator)
+            losses = self.run.step(batch)
+            self.run.steps += 1
+            if self.assist is not None:
+                self.assist.after_step(batch, losses, self.run.steps)
+        float(losses[0])  # waits for the last step
+        if self.assist is not None and self.assist.learner is not None:
+            self.assist.learner.wait_until_idle()
+        return 1e3 * (time.perf_counter() - start) / steps
+
+    def close(self) -> None:
+        if self.assist is not None:
+            self.assist.close()
+
+
+def profile_width(data: dict, width: int, steps: int, rounds: int) -> dict:
+    """Every method's parts, then their time together in interleaved rounds.
+
+    The machine's speed drifts by tens of percent over minutes, more than the overheads measured;
+    timing each method's ``steps / rounds`` batches in turn, round after round, lets each round's
+    ratio to ``full`` compare runs taken seconds apart.
+    """
+    profiled = {method: Profiled(data, method, width) for method in METHODS}
+    results = {method: one.parts(steps) for method, one in profiled.items()}
+    per_round = {method: [] for method in METHODS}
+    for _ in range(rounds):
+        for method, one in profiled.items():
+            per_round[method].append(one.together(max(1, steps // rounds)))
+    for method, one in profiled.items():
+        one.close()
+        results[method]["together_ms"] = float(np.median(per_round[method]))
+        ratios = np.array(per_round[method]) / np.array(per_round["full"]) - 1
+        results[method]["overhead_per_round"] = [float(r) for r in ratios]
+    return results
 
 
 def headline(results: dict, widths: list[int]) -> dict:
     def overhead(method: str, width: int) -> float:
-        at = results[str(width)]
-        return at[method]["together_ms"] / at["full"]["together_ms"] - 1
+        return float(np.median(results[str(width)][method]["overhead_per_round"]))
 
     first, widest = widths[0], widths[-1]
     out = {}
@@ -123,6 +153,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--widths", default="1,2,4", help="Boss widths, comma-separated")
     parser.add_argument("--steps", type=int, default=200, help="batches timed per measurement")
+    parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds, together")
     parser.add_argument("--num-samples", type=int, default=50_000, help="MNIST-1D, 80% train")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "echoing")
     parser.add_argument("--quick", action="store_true", help="a smoke run of seconds")
@@ -132,7 +163,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.widths[0] < 1:
         parser.error(f"--widths must be integers >= 1, got {args.widths}")
     if args.quick:
-        args.widths, args.steps, args.num_samples = [1, 2], 5, 2_000
+        args.widths, args.steps, args.rounds, args.num_samples = [1, 2], 6, 2, 2_000
     return args
 
 
@@ -141,11 +172,12 @@ def main(argv: list[str] | None = None) -> dict:
     data = selection.load_mnist1d(args.num_samples, args.cache)
     results = {}
     for width in args.widths:
-        results[str(width)] = {}
-        for method in METHODS:
-            timings = profile(data, method, width, args.steps)
-            results[str(width)][method] = timings
-            shown = {key: None if v is None else round(v, 2) for key, v in timings.items()}
+        results[str(width)] = profile_width(data, width, args.steps, args.rounds)
+        for method, timings in results[str(width)].items():
+            shown = {
+                key: v if v is None or isinstance(v, list) else round(v, 2)
+                for key, v in timings.items()
+            }
             print(f"width {width} {method}: {shown}", flush=True)
     result = {
         "headline": headline(results, args.widths),

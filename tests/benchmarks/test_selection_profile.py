@@ -22,6 +22,9 @@ def test_quick_profile_times_every_part_at_every_width(tmp_path, load_benchmark)
             learned = method in ("assist", "assist_boss")
             assert (timings["learner_ms"] is not None) == learned, method
             assert not learned or timings["learner_ms"] > 0
+            # One ratio to full per interleaved round; full's own are exactly 0.
+            assert len(timings["overhead_per_round"]) == 2
+            assert method != "full" or timings["overhead_per_round"] == [0.0, 0.0]
     headline = result["headline"]
     assert set(headline) == {
         f"{method}_{key}"
@@ -32,6 +35,8 @@ def test_quick_profile_times_every_part_at_every_width(tmp_path, load_benchmark)
     at_one = result["milliseconds"]["1"]
     extra = at_one["assist"]["together_ms"] - at_one["full"]["together_ms"]
     assert headline["assist_extra_ms"] == pytest.approx(extra)
+    rounds = sorted(at_one["assist_boss"]["overhead_per_round"])
+    assert headline["assist_boss_overhead"] == pytest.approx(sum(rounds) / 2)  # the median of 2
 
 
 def test_widths_must_be_positive(load_benchmark, capsys):
