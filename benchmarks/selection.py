@@ -351,7 +351,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--num-samples", type=int, default=50_000, help="MNIST-1D, 80% train")
+    parser.add_argument("--num-samples", type=int, default=50_000, help="MNIST-1D, 80%% train")
     parser.add_argument("--prune-ratio", type=float, default=0.5)
     parser.add_argument("--anneal", type=float, default=0.125)
     parser.add_argument("--select-pool", type=int, default=2, help="candidates per trained row")

@@ -154,7 +154,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--widths", default="1,2,4", help="Boss widths, comma-separated")
     parser.add_argument("--steps", type=int, default=200, help="batches timed per measurement")
     parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds, together")
-    parser.add_argument("--num-samples", type=int, default=50_000, help="MNIST-1D, 80% train")
+    parser.add_argument("--num-samples", type=int, default=50_000, help="MNIST-1D, 80%% train")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "echoing")
     parser.add_argument("--quick", action="store_true", help="a smoke run of seconds")
     parser.add_argument("--output", type=Path, default=selection.RESULTS / "selection_profile.json")
