@@ -29,6 +29,17 @@ train step for them. ``refresh()`` copies the Boss's current weights into it; ca
 hundred steps (the Assistant itself learns online from Boss losses, so features a little stale
 cost nothing measurable, while a copy per step would). The copy is read live, so a dataset
 built once sees every refresh.
+
+The learner needs the features of the batches the Boss trains on, which the Boss's own forward
+pass has already computed. ``tap`` is the Boss answering with its feature map too (the same
+layers and weights, so training through it trains the Boss), and ``pool`` turns that map into
+the Assistant's features: a train step that calls ``tap`` hands the learner its features for
+the cost of one average pool, instead of the learner running the host copy again::
+
+    x, labels = tf.random.normal([32, 40]), tf.zeros([32], tf.int64)
+    logits, feature_map = features.tap(x, training=True)  # in the Boss's train step
+    losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    learner.push(features.pool(feature_map), labels, losses)
 """
 
 from __future__ import annotations
@@ -79,6 +90,8 @@ class BossFeatures:
                 "positions averaged along each spatial axis (1 keeps every position)."
             )
         self._boss_encoder = keras.Model(boss.input, boss.get_layer(up_to).output)
+        # The Boss's own layers, answering (outputs, feature map): see the module docstring.
+        self.tap = keras.Model(boss.input, (boss.output, self._boss_encoder.output))
         with tf.device("/cpu:0"):
             self.encoder = keras.models.clone_model(self._boss_encoder)
         self.key = key
@@ -101,10 +114,18 @@ class BossFeatures:
         features = self._pooled(tf.cast(batch, self.encoder.inputs[0].dtype))
         return features[0] if single else features
 
-    def _pooled(self, batch: tf.Tensor) -> tf.Tensor:
-        feature_map = self.encoder(batch, training=False)
+    def pool(self, feature_map: tf.Tensor) -> tf.Tensor:
+        """``[B, F]`` features from a ``[B, positions..., channels]`` map of the ``up_to`` layer.
+
+        The map from ``tap`` gives the same features as calling this object on the batch with
+        a fresh host copy; no gradient flows back into the Boss through them.
+        """
+        feature_map = tf.stop_gradient(tf.convert_to_tensor(feature_map))
         spatial = feature_map.shape.rank - 2  # [B, positions..., channels]
         if spatial > 0 and self.pool_size > 1:
             window = [self.pool_size] * spatial
             feature_map = tf.nn.pool(feature_map, window, "AVG", strides=window, padding="SAME")
         return tf.reshape(feature_map, [tf.shape(feature_map)[0], -1])
+
+    def _pooled(self, batch: tf.Tensor) -> tf.Tensor:
+        return self.pool(self.encoder(batch, training=False))

@@ -73,6 +73,43 @@ def test_filter_and_learner_score_and_train_on_boss_features():
     assert np.any(assistant.kernel.numpy() != 0)  # the learner trained on the pooled features
 
 
+def test_tap_is_the_boss_answering_with_the_features_of_its_own_forward_pass():
+    boss = _boss()
+    features = echoing.BossFeatures(boss, "conv", pool_size=4)
+    x = _examples()["inputs"][:6]
+    logits, feature_map = features.tap(x, training=True)
+    np.testing.assert_allclose(logits.numpy(), boss(x).numpy(), rtol=1e-5, atol=1e-6)
+    # The host copy is fresh here, so both routes give the same features.
+    np.testing.assert_allclose(
+        features.pool(feature_map).numpy(), features({"inputs": x}).numpy(), rtol=1e-5, atol=1e-6
+    )
+    # Training through the tap trains the Boss's own variables; the pooled features pass no
+    # gradient back (the Assistant's loss must not move the Boss).
+    with tf.GradientTape(persistent=True) as tape:
+        logits, feature_map = features.tap(x, training=True)
+        boss_loss = tf.reduce_mean(tf.square(logits))
+        pooled = tf.reduce_sum(features.pool(feature_map))
+    kernel = boss.get_layer("conv").kernel
+    assert tape.gradient(boss_loss, kernel) is not None
+    assert tape.gradient(pooled, kernel) is None
+    assert [v.path for v in features.tap.trainable_variables] == [
+        v.path for v in boss.trainable_variables
+    ]
+
+
+def test_the_learner_trains_on_features_from_the_boss_forward_pass():
+    boss = _boss()
+    features = echoing.BossFeatures(boss, "conv", pool_size=4)
+    assistant = echoing.Assistant(num_classes=10, input_shape=features.shape)
+    batch = {key: value[:64] for key, value in _examples(64).items()}
+    _, feature_map = features.tap(batch["inputs"], training=True)
+    losses = np.where(np.arange(64) % 2 == 0, 3.0, 0.1).astype(np.float32)
+    with echoing.AssistantLearner(assistant, asynchronous=False) as learner:
+        learner.push(features.pool(feature_map), batch["label"], losses)
+        assert learner.stats()["trained_examples"] == 64
+    assert np.any(assistant.kernel.numpy() != 0)
+
+
 def test_bad_arguments_are_clear_errors():
     boss = _boss()
     with pytest.raises(ValueError, match=r"up_to='conv2'.*no layer of that name.*'conv'"):
