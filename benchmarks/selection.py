@@ -2,8 +2,9 @@
 
 Run::
 
-    python benchmarks/selection.py           # MNIST-1D 40k/10k, 1-D CNN, 3 seeds: ~15 min
+    python benchmarks/selection.py           # MNIST-1D 40k/10k, 1-D CNN, 3 seeds: ~25 min
     python benchmarks/selection.py --quick   # seconds; what tests/benchmarks runs
+    python benchmarks/selection.py --resummarize benchmarks/results/selection.json  # no training
 
 Writes ``benchmarks/results/selection.json`` and ``selection.png``, prints a markdown table.
 
@@ -19,8 +20,10 @@ done (so a method that takes fewer steps per epoch decays on the same curve, Inf
 * ``select``: in-batch selection (``echoing.select_rows``): batches of ``--select-pool`` x the
   batch size are scored by an inference-mode forward pass and the step trains on the batch
   size's worth of rows with the highest loss; ``--epochs`` epochs (so half the steps at pool 2).
-* ``assist``, ``assist_boss``, ``assist_oracle``: AutoAssist's filter with the raw-feature, the
-  Boss-feature and the last-seen-loss Assistant (``selection_assist.py``); ``--epochs`` epochs.
+* ``assist``, ``assist_boss``, ``assist_boss_forward``, ``assist_oracle``: AutoAssist's filter
+  with the raw-feature, the Boss-feature (its learner computing the features, or taking them
+  from the Boss's forward pass) and the last-seen-loss Assistant (``selection_assist.py``);
+  ``--epochs`` epochs.
 
 The learning rate is tuned once for ``full`` (seed 0, over ``--lrs``, best final accuracy) and
 used by every method. Test accuracy is measured after every epoch, outside the timed training.
@@ -37,9 +40,9 @@ Headline (``selection.json``, floats, null where not reached):
 * ``prune_step_fraction``: ``prune``'s steps / ``full``'s steps;
 * ``select_batch_speedup``: ``full``'s train seconds to the target / ``select``'s;
 * ``assist_steps_saved`` (the Boss-feature Assistant), ``assist_oracle_steps_saved``,
-  ``assist_raw_steps_saved``: 1 - the method's Boss steps to the target / ``full``'s; and each
-  Assistant's ``*_overhead``: its time per Boss step over ``full``'s, minus 1
-  (``benchmarks/selection_profile.py`` says where that time goes);
+  ``assist_raw_steps_saved``, ``assist_boss_forward_steps_saved``: 1 - the method's Boss steps
+  to the target / ``full``'s; and each Assistant's ``*_overhead``: its time per Boss step over
+  ``full``'s, minus 1 (``benchmarks/selection_profile.py`` says where that time goes);
 * PGD's (``pgd_steps_speedup_clean``, ``pgd_wall_speedup_clean``) are null here because PGD
   runs on its own clean sets, in ``benchmarks/pgd_clean.py`` (``pgd_clean.json``).
 """
@@ -93,7 +96,11 @@ def load_mnist1d(num_samples: int, cache: Path) -> dict:
 
 
 class Run:
-    """One model, optimizer and train step; ``table`` is updated by the step when given."""
+    """One model, optimizer and train step; ``table`` is updated by the step when given.
+
+    ``step(batch)`` returns ``{"losses": [B]}``, and ``"features"`` (the Assistant's, from
+    this forward pass) when ``boss_features`` (an ``echoing.BossFeatures``) is set.
+    """
 
     def __init__(self, data, seed, learning_rate, table=None, train_rows=None, model=None):
         keras.utils.set_random_seed(seed)
@@ -104,6 +111,7 @@ class Run:
         self.optimizer = keras.optimizers.SGD(learning_rate, momentum=0.9, nesterov=True)
         self.table = table
         self.train_rows = train_rows  # in-batch selection: rows of each batch trained on
+        self.boss_features = None  # set before the first step, for assist_boss_forward
         self.steps = 0
         self.step = tf.function(self._step, jit_compile=False)
 
@@ -119,7 +127,10 @@ class Run:
             )
             batch = echoing.select_rows(batch, scores, self.train_rows)
         with tf.GradientTape() as tape:
-            logits = self.model(batch["inputs"], training=True)
+            if self.boss_features is None:
+                logits = self.model(batch["inputs"], training=True)
+            else:
+                logits, feature_map = self.boss_features.tap(batch["inputs"], training=True)
             losses = keras.losses.sparse_categorical_crossentropy(
                 batch["label"], logits, from_logits=True
             )
@@ -128,7 +139,9 @@ class Run:
         self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
         if self.table is not None:
             self.table.update(batch["id"], losses)
-        return losses
+        if self.boss_features is None:
+            return {"losses": losses}
+        return {"losses": losses, "features": self.boss_features.pool(feature_map)}
 
     def accuracy(self, data: dict) -> float:
         logits = self.model.predict(data["x_test"], batch_size=1000, verbose=0)
@@ -150,6 +163,7 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
             method, run.model, data, seed, args.assist_base_prob, args.assist_train_every
         )
         run.table = assist.table  # the oracle's, updated by the step; None for the others
+        run.boss_features = assist.tap
         source = source.apply(assist.stage)
     if method == "prune":
         stage = echoing.loss_prune(
@@ -179,10 +193,10 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
             else:
                 done = run.steps / total_steps
             run.set_progress(done)
-            losses = run.step(batch)
+            out = run.step(batch)
             run.steps += 1
             if assist is not None:
-                assist.after_step(batch, losses, run.steps)
+                assist.after_step(batch, out, run.steps)
         seconds += time.perf_counter() - start
         del iterator
         point = {"epoch": epoch + 1, "steps": run.steps, "seconds": seconds}
@@ -227,8 +241,37 @@ def summarize(runs: list[dict]) -> dict:
             ),
             "ms_per_step": 1000
             * float(np.mean([r["curve"][-1]["seconds"] / r["curve"][-1]["steps"] for r in chosen])),
+            **paired_speedup(runs, method, target),
         }
     return summary
+
+
+def paired_speedup(runs: list[dict], method: str, target: float) -> dict:
+    """``full``'s seconds to the target over ``method``'s, seed by seed (both must reach it).
+
+    The ratio of means over seeds is carried by the slowest baseline seed when seeds differ by
+    2-3x in time to the target (they do here: the target is reached a few epochs in, where
+    seeds differ most); pairing each seed with the baseline of the same seed, and taking the
+    geometric mean of the ratios, is not.
+    """
+    seconds = {
+        name: {
+            r["seed"]: hit["seconds"]
+            for r in runs
+            if r["method"] == name and (hit := first_reaching(r["curve"], target)) is not None
+        }
+        for name in ("full", method)
+    }
+    ratios = [
+        seconds["full"][s] / seconds[method][s] for s in seconds[method] if s in seconds["full"]
+    ]
+    if not ratios:
+        return {"paired_seeds": 0, "paired_speedup": None, "paired_speedup_range": None}
+    return {
+        "paired_seeds": len(ratios),
+        "paired_speedup": float(np.exp(np.mean(np.log(ratios)))),
+        "paired_speedup_range": [float(min(ratios)), float(max(ratios))],
+    }
 
 
 def headline(summary: dict) -> dict:
@@ -272,9 +315,11 @@ def headline(summary: dict) -> dict:
         "assist_steps_saved": steps_saved("assist_boss"),
         "assist_oracle_steps_saved": steps_saved("assist_oracle"),
         "assist_raw_steps_saved": steps_saved("assist"),
+        "assist_boss_forward_steps_saved": steps_saved("assist_boss_forward"),
         "assist_overhead": overhead("assist_boss"),
         "assist_oracle_overhead": overhead("assist_oracle"),
         "assist_raw_overhead": overhead("assist"),
+        "assist_boss_forward_overhead": overhead("assist_boss_forward"),
         **dict.fromkeys(NOT_BUILT),
     }
 
@@ -284,8 +329,8 @@ def markdown(summary: dict) -> str:
         f"target: {100 * summary['target_accuracy']:.2f}% (the worst full seed's final accuracy)",
         "",
         "| method | final acc (%) | steps | train s | ms/step | steps to target "
-        "| s to target | reached |",
-        "|---|---|---|---|---|---|---|---|",
+        "| s to target | reached | paired speed-up (range) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for method, entry in summary["methods"].items():
         to_target, steps_to = entry["seconds_to_target"], entry["steps_to_target"]
@@ -295,9 +340,16 @@ def markdown(summary: dict) -> str:
             f"{entry['train_seconds']:.1f} ± {entry['train_seconds_std']:.1f} | "
             f"{entry['ms_per_step']:.1f} | {'–' if steps_to is None else f'{steps_to:.0f}'} | "
             f"{'–' if to_target is None else f'{to_target:.1f}'} | "
-            f"{entry['seeds_reaching_target']}/{entry['seeds']} |"
+            f"{entry['seeds_reaching_target']}/{entry['seeds']} | {_paired(entry)} |"
         )
     return "\n".join(lines)
+
+
+def _paired(entry: dict) -> str:
+    if entry["paired_speedup"] is None:
+        return "–"
+    low, high = entry["paired_speedup_range"]
+    return f"{entry['paired_speedup']:.2f}x ({low:.2f}-{high:.2f}, {entry['paired_seeds']} seeds)"
 
 
 def plot(runs: list[dict], summary: dict, path: Path) -> None:
@@ -314,6 +366,7 @@ def plot(runs: list[dict], summary: dict, path: Path) -> None:
         "select": "tab:purple",
         "assist": "tab:orange",
         "assist_boss": "tab:brown",
+        "assist_boss_forward": "tab:olive",
         "assist_oracle": "tab:gray",
     }
     panels = list(zip(axes, ("seconds", "epoch"), ("train seconds", "epoch"), strict=True))
@@ -368,6 +421,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "echoing")
     parser.add_argument("--quick", action="store_true", help="a smoke run of seconds")
     parser.add_argument("--output", type=Path, default=RESULTS / "selection.json")
+    parser.add_argument(
+        "--resummarize",
+        type=Path,
+        metavar="JSON",
+        help="train nothing: recompute the summary, headline and plot of a results file from "
+        "the runs it stores (after a change to how they are summarised), in place",
+    )
     args = parser.parse_args(argv)
     args.lrs = [float(lr) for lr in args.lrs.split(",")]
     args.methods = args.methods.split(",")
@@ -380,6 +440,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    if args.resummarize is not None:
+        stored = json.loads(args.resummarize.read_text())
+        return report(
+            stored["runs"], stored["config"], stored["learning_rate_sweep"], args.resummarize
+        )
     data = load_mnist1d(args.num_samples, args.cache)
     learning_rate, sweep = tune_learning_rate(data, args)
     print(f"learning rate {learning_rate} (sweep {sweep})", flush=True)
@@ -401,20 +466,25 @@ def main(argv: list[str] | None = None) -> dict:
                 flush=True,
             )
             runs.append(run)
+    config = {
+        key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()
+    }
+    return report(runs, config, sweep, args.output)
+
+
+def report(runs: list[dict], config: dict, sweep: list[dict], output: Path) -> dict:
+    """Summarises ``runs`` into ``output`` (JSON, and the plot beside it) and prints the table."""
     summary = summarize(runs)
     result = {
         "headline": headline(summary),
-        "config": {
-            key: str(value) if isinstance(value, Path) else value
-            for key, value in vars(args).items()
-        },
+        "config": config,
         "learning_rate_sweep": sweep,
         "summary": summary,
         "runs": runs,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1))
-    plot(runs, summary, args.output.with_suffix(".png"))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=1))
+    plot(runs, summary, output.with_suffix(".png"))
     print(markdown(summary))
     print(json.dumps(result["headline"], indent=1))
     return result

@@ -7,19 +7,25 @@ Three Assistants, each behind ``echoing.assistant_filter`` (keep with probabilit
 * ``assist_boss``: the same logistic layer on the Boss's first convolution, average-pooled
   (``echoing.BossFeatures``, the paper's section 5.2), its host copy refreshed every
   ``REFRESH_STEPS`` steps;
+* ``assist_boss_forward``: ``assist_boss`` with the learner's features taken from the Boss's
+  own forward pass (``BossFeatures.tap``: the train step returns the pooled first-convolution
+  output of the batch it trained on) instead of computed again by the learner thread; the
+  filter still scores with the host copy;
 * ``assist_oracle``: the upper bound, no learning: g = 1 when an example's last-seen Boss loss
   is at or above the mean of the table (or it was never seen), else 0, read from an
   ``echoing.LossTable`` that the train step updates (as pruning's is).
 
-The two learned Assistants train in an ``echoing.AssistantLearner`` thread from the losses of
-every batch the Boss trains on (the paper's asynchronous AutoAssist); the Boss hands over only
-ids and losses, and the thread gathers the examples and computes their features.
+The learned Assistants train in an ``echoing.AssistantLearner`` thread from the losses of the
+batches the Boss trains on (the paper's asynchronous AutoAssist); the Boss hands over only ids
+and losses, and the thread gathers the examples and computes their features, except for
+``assist_boss_forward``, whose Boss hands over the features its forward pass computed.
 
 Example (as ``selection.py`` uses it)::
 
     assist = AssistMethod("assist_boss", run.model, data, seed=0, base_prob=0.3)
     source = source.apply(assist.stage)
-    ...  # after each step: assist.after_step(batch, per_example_losses, step)
+    run.boss_features = assist.tap  # None unless the Boss's forward pass feeds the learner
+    ...  # after each step: assist.after_step(batch, run.step(batch), step)
     assist.close()
 """
 
@@ -30,7 +36,7 @@ import tensorflow as tf
 
 import echoing
 
-ASSIST_METHODS = ("assist", "assist_boss", "assist_oracle")
+ASSIST_METHODS = ("assist", "assist_boss", "assist_boss_forward", "assist_oracle")
 # Steps between copies of the Boss's first-layer weights into the filter's host copy.
 REFRESH_STEPS = 100
 # Positions averaged per window of the first convolution's [40, 32] output: 10 x 32 features.
@@ -65,10 +71,12 @@ class AssistMethod:
     ):
         num_examples, num_classes = len(data["y"]), int(data["y"].max()) + 1
         self.table, self.learner, self.boss_features = None, None, None
+        # For assist_boss_forward: the BossFeatures whose tap the train step calls.
+        self.tap = None
         if method == "assist_oracle":
             self.table = echoing.LossTable(num_examples)
             assistant, features = LossOracle(self.table), "id"
-        elif method == "assist_boss":
+        elif method in ("assist_boss", "assist_boss_forward"):
             first_conv = next(
                 layer.name for layer in boss.layers if isinstance(layer, keras.layers.Conv1D)
             )
@@ -76,6 +84,8 @@ class AssistMethod:
                 boss, first_conv, pool_size=POOL_SIZE
             )
             assistant = echoing.Assistant(num_classes, input_shape=features.shape)
+            if method == "assist_boss_forward":
+                self.tap = features
         elif method == "assist":
             features = None
             assistant = echoing.Assistant(num_classes, input_shape=data["x"].shape[1:])
@@ -83,7 +93,10 @@ class AssistMethod:
             raise ValueError(
                 f"unknown Assistant method {method!r}; expected one of {ASSIST_METHODS}"
             )
-        if self.table is None:
+        if self.tap is not None:
+            # The Boss hands over (features, labels, losses): nothing left to compute.
+            self.learner = echoing.AssistantLearner(assistant, train_every=train_every)
+        elif self.table is None:
             # The Boss hands over only (ids, losses); the learner thread gathers the examples
             # and computes their features, off the Boss's thread.
             examples = {"inputs": data["x"], "label": data["y"]}
@@ -94,10 +107,12 @@ class AssistMethod:
             assistant, base_prob=base_prob, features=features, seed=seed
         )
 
-    def after_step(self, batch: dict, losses: tf.Tensor, step: int) -> None:
-        """Feeds the Boss's per-example losses of the batch it just trained on."""
-        if self.learner is not None:
-            self.learner.feedback_ids(batch["id"], losses, step=step)
+    def after_step(self, batch: dict, out: dict, step: int) -> None:
+        """Feeds the learner the train step's ``out`` (``"losses"``, maybe ``"features"``)."""
+        if self.tap is not None:
+            self.learner.push(out["features"], batch["label"], out["losses"], step=step)
+        elif self.learner is not None:
+            self.learner.feedback_ids(batch["id"], out["losses"], step=step)
         if self.boss_features is not None and step % REFRESH_STEPS == 0:
             self.boss_features.refresh()
 

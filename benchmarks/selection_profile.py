@@ -8,8 +8,10 @@ Run::
 Writes ``benchmarks/results/selection_profile.json``. For each Boss width and method (``full``,
 and the three Assistants of ``selection_assist.py``), per kept batch of 128: the mean over
 ``--steps`` batches of the filtered pipeline alone, a Boss step alone on a cached batch, the
-learner alone (feedback, then wait until it is idle), and the median over rounds of all of it
-together as ``selection.py`` runs it (seed 0, MNIST-1D 40k, learning rate 0.05). "Together" is
+learner alone per batch it trains on (``--train-every`` feedbacks, all but one skipped, then
+wait until it is idle: its share of a step is this / ``--train-every``), and the median over
+rounds of all of it together as ``selection.py`` runs it (seed 0, MNIST-1D 40k, learning rate
+0.05, the learners on every 4th batch). "Together" is
 timed in ``--rounds`` interleaved rounds (each method's share of ``--steps`` in turn, the
 learner's backlog waited for), so each round's ratio to ``full`` compares runs seconds apart.
 
@@ -56,7 +58,7 @@ def milliseconds_per_call(function, repeats: int) -> float:
 class Profiled:
     """One method at one Boss width, set up as ``selection.py`` runs it (seed 0, lr 0.05)."""
 
-    def __init__(self, data: dict, method: str, width: int):
+    def __init__(self, data: dict, method: str, width: int, train_every: int):
         n = len(data["y"])
         keras.utils.set_random_seed(0)
         model = mnist1d_cnn(data["x"].shape[1:], 10, width=width)
@@ -70,12 +72,13 @@ class Profiled:
         )
         self.assist = None
         if method != "full":
-            self.assist = AssistMethod(method, self.run.model, data, 0, 0.3)
+            self.assist = AssistMethod(method, self.run.model, data, 0, 0.3, train_every)
             self.run.table = self.assist.table
+            self.run.boss_features = self.assist.tap
             source = source.apply(self.assist.stage)
         self.iterator = iter(source.batch(128, drop_remainder=True).prefetch(2))
         self.batch = next(self.iterator)
-        self.losses = self.run.step(self.batch)  # traces the step
+        self.out = self.run.step(self.batch)  # traces the step
 
     def parts(self, steps: int) -> dict:
         """Each part alone, in ms per kept batch."""
@@ -88,7 +91,8 @@ class Profiled:
         if learner is not None:
 
             def learn():
-                learner.feedback_ids(self.batch["id"], self.losses)
+                for _ in range(learner.train_every):  # one trained batch, the rest skipped
+                    self.assist.after_step(self.batch, self.out, step=1)
                 learner.wait_until_idle()
 
             learn()  # traces the learner's step
@@ -100,11 +104,11 @@ class Profiled:
         start = time.perf_counter()
         for _ in range(steps):
             batch = next(self.iterator)
-            losses = self.run.step(batch)
+            out = self.run.step(batch)
             self.run.steps += 1
             if self.assist is not None:
-                self.assist.after_step(batch, losses, self.run.steps)
-        float(losses[0])  # waits for the last step
+                self.assist.after_step(batch, out, self.run.steps)
+        float(out["losses"][0])  # waits for the last step
         if self.assist is not None and self.assist.learner is not None:
             self.assist.learner.wait_until_idle()
         return 1e3 * (time.perf_counter() - start) / steps
@@ -114,14 +118,14 @@ class Profiled:
             self.assist.close()
 
 
-def profile_width(data: dict, width: int, steps: int, rounds: int) -> dict:
+def profile_width(data: dict, width: int, steps: int, rounds: int, train_every: int) -> dict:
     """Every method's parts, then their time together in interleaved rounds.
 
     The machine's speed drifts by tens of percent over minutes, more than the overheads measured;
     timing each method's ``steps / rounds`` batches in turn, round after round, lets each round's
     ratio to ``full`` compare runs taken seconds apart.
     """
-    profiled = {method: Profiled(data, method, width) for method in METHODS}
+    profiled = {method: Profiled(data, method, width, train_every) for method in METHODS}
     results = {method: one.parts(steps) for method, one in profiled.items()}
     per_round = {method: [] for method in METHODS}
     for _ in range(rounds):
@@ -154,6 +158,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--widths", default="1,2,4", help="Boss widths, comma-separated")
     parser.add_argument("--steps", type=int, default=200, help="batches timed per measurement")
     parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds, together")
+    parser.add_argument(
+        "--train-every",
+        type=int,
+        default=4,
+        help="the learned Assistants train on every k-th Boss batch (selection.py's default)",
+    )
     parser.add_argument("--num-samples", type=int, default=50_000, help="MNIST-1D, 80%% train")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "echoing")
     parser.add_argument("--quick", action="store_true", help="a smoke run of seconds")
@@ -172,7 +182,7 @@ def main(argv: list[str] | None = None) -> dict:
     data = selection.load_mnist1d(args.num_samples, args.cache)
     results = {}
     for width in args.widths:
-        results[str(width)] = profile_width(data, width, args.steps, args.rounds)
+        results[str(width)] = profile_width(data, width, args.steps, args.rounds, args.train_every)
         for method, timings in results[str(width)].items():
             shown = {
                 key: v if v is None or isinstance(v, list) else round(v, 2)

@@ -18,9 +18,10 @@ def _help_strings(path: Path):
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Call):
             for keyword in node.keywords:
-                if keyword.arg == "help" and isinstance(keyword.value, ast.Constant):
-                    if isinstance(keyword.value.value, str):
-                        yield keyword.value.lineno, keyword.value.value
+                value = keyword.value
+                text = value.value if isinstance(value, ast.Constant) else None
+                if keyword.arg == "help" and isinstance(text, str):
+                    yield value.lineno, text
 
 
 def test_the_scripts_are_found():
@@ -34,4 +35,6 @@ def test_help_strings_survive_argparse_formatting(path):
             # What argparse's HelpFormatter._expand_help does with the text.
             text % {"prog": "x", "default": 0, "dest": "x", "type": None, "choices": None}
         except (ValueError, TypeError) as error:
-            pytest.fail(f"{path.name}:{line}: help={text!r} breaks --help ({error}); write %% for %")
+            pytest.fail(
+                f"{path.name}:{line}: help={text!r} breaks --help ({error}); write %% for %"
+            )

@@ -14,6 +14,8 @@ HEADLINE = {
     "assist_oracle_steps_saved",
     "assist_raw_steps_saved",
     "assist_overhead",
+    "assist_boss_forward_steps_saved",
+    "assist_boss_forward_overhead",
     "pgd_steps_speedup_clean",
     "pgd_wall_speedup_clean",
 }
@@ -40,6 +42,7 @@ def test_quick_run_compares_every_method_with_the_baselines(quick_results):
         "select",
         "assist",
         "assist_boss",
+        "assist_boss_forward",
         "assist_oracle",
     }
     epochs = result["config"]["epochs"]
@@ -52,11 +55,11 @@ def test_quick_run_compares_every_method_with_the_baselines(quick_results):
     assert 2 * runs["select"]["curve"][-1]["steps"] == runs["full"]["curve"][-1]["steps"]
     # Every Assistant filters: fewer steps than the full data over the same epochs, at a keep
     # rate of at least its base probability γ; the learned ones were trained from the Boss.
-    for method in ("assist", "assist_boss", "assist_oracle"):
+    for method in ("assist", "assist_boss", "assist_boss_forward", "assist_oracle"):
         assert len(runs[method]["curve"]) == epochs
         assert runs[method]["curve"][-1]["steps"] < runs["full"]["curve"][-1]["steps"]
         assert 0.3 <= runs[method]["assistant"]["keep_rate"] < 1.0
-    for method in ("assist", "assist_boss"):
+    for method in ("assist", "assist_boss", "assist_boss_forward"):
         assert runs[method]["assistant"]["trained_examples"] > 0
     fraction = result["headline"]["prune_step_fraction"]
     assert fraction == pytest.approx(
@@ -82,6 +85,40 @@ def test_speedups_are_ratios_of_seconds_to_the_target(load_benchmark):
     assert headline["prune_speedup_vs_short_schedule"] is None  # short never reached it
     assert headline["prune_accuracy_delta"] == pytest.approx(0.0)
     assert headline["prune_vs_short_accuracy_delta"] == pytest.approx(10.0)  # 90% against 80%
+
+
+def test_paired_speedup_is_the_geometric_mean_of_per_seed_ratios(load_benchmark):
+    bench = load_benchmark("selection")
+    curve = lambda seconds, accuracy: [  # noqa: E731
+        {"epoch": 1, "steps": 10, "seconds": seconds, "test_accuracy": accuracy}
+    ]
+    runs = [
+        {"method": "full", "seed": 0, "curve": curve(8.0, 0.9)},
+        {"method": "full", "seed": 1, "curve": curve(1.0, 0.95)},
+        {"method": "full", "seed": 2, "curve": curve(3.0, 0.95)},
+        {"method": "prune", "seed": 0, "curve": curve(2.0, 0.9)},  # 4x on this seed
+        {"method": "prune", "seed": 1, "curve": curve(4.0, 0.9)},  # 0.25x on this one
+        {"method": "prune", "seed": 2, "curve": curve(1.0, 0.8)},  # never reaches 0.9
+    ]
+    entry = bench.summarize(runs)["methods"]["prune"]
+    # The ratio of mean seconds would say 4.0 / 3.0; seed by seed it is 4x and 0.25x.
+    assert entry["paired_seeds"] == 2
+    assert entry["paired_speedup"] == pytest.approx(1.0)
+    assert entry["paired_speedup_range"] == pytest.approx([0.25, 4.0])
+    assert "1.00x (0.25-4.00, 2 seeds)" in bench.markdown(bench.summarize(runs))
+
+
+def test_resummarize_rederives_the_summary_from_the_stored_runs(quick_results, load_benchmark):
+    stored = json.loads(quick_results.read_text())
+    copy = quick_results.with_name("resummarized.json")
+    edited = {**stored, "summary": {}, "headline": {}}  # as if summarised by older code
+    copy.write_text(json.dumps(edited))
+    result = load_benchmark("selection").main(["--resummarize", str(copy)])
+    assert json.loads(copy.read_text()) == result
+    assert result["runs"] == stored["runs"] and result["config"] == stored["config"]
+    assert result["summary"] == stored["summary"]
+    assert result["headline"] == stored["headline"]
+    assert copy.with_suffix(".png").stat().st_size > 0
 
 
 def test_notebook_draws_the_results_without_training(quick_results, execute_notebook):

@@ -14,12 +14,18 @@ def test_quick_profile_times_every_part_at_every_width(tmp_path, load_benchmark)
     result = json.loads(output.read_text())
     assert set(result["milliseconds"]) == {"1", "2"}
     for at_width in result["milliseconds"].values():
-        assert set(at_width) == {"full", "assist", "assist_boss", "assist_oracle"}
+        assert set(at_width) == {
+            "full",
+            "assist",
+            "assist_boss",
+            "assist_boss_forward",
+            "assist_oracle",
+        }
         for method, timings in at_width.items():
             for key in ("pipeline_ms", "boss_step_ms", "together_ms"):
                 assert timings[key] > 0, (method, key)
             # Only the learned Assistants have a learner to time.
-            learned = method in ("assist", "assist_boss")
+            learned = method in ("assist", "assist_boss", "assist_boss_forward")
             assert (timings["learner_ms"] is not None) == learned, method
             assert not learned or timings["learner_ms"] > 0
             # One ratio to full per interleaved round; full's own are exactly 0.
@@ -28,7 +34,7 @@ def test_quick_profile_times_every_part_at_every_width(tmp_path, load_benchmark)
     headline = result["headline"]
     assert set(headline) == {
         f"{method}_{key}"
-        for method in ("assist", "assist_boss", "assist_oracle")
+        for method in ("assist", "assist_boss", "assist_boss_forward", "assist_oracle")
         for key in ("overhead", "overhead_width2", "extra_ms")
     }
     assert all(isinstance(value, float) for value in headline.values())
