@@ -2,18 +2,18 @@
 
 Run::
 
-    python benchmarks/selection_profile.py           # Boss widths 1, 2 and 4: ~4 min
+    python benchmarks/selection_profile.py           # Boss widths 1, 2 and 4: ~5 min
     python benchmarks/selection_profile.py --quick   # seconds; what tests/benchmarks runs
 
 Writes ``benchmarks/results/selection_profile.json``. For each Boss width and method (``full``,
-and the three Assistants of ``selection_assist.py``), per kept batch of 128: the mean over
+and the four Assistants of ``selection_assist.py``), per kept batch of 128: the mean over
 ``--steps`` batches of the filtered pipeline alone, a Boss step alone on a cached batch, the
 learner alone per batch it trains on (``--train-every`` feedbacks, all but one skipped, then
 wait until it is idle: its share of a step is this / ``--train-every``), and the median over
 rounds of all of it together as ``selection.py`` runs it (seed 0, MNIST-1D 40k, learning rate
-0.05, the learners on every 4th batch). "Together" is
-timed in ``--rounds`` interleaved rounds (each method's share of ``--steps`` in turn, the
-learner's backlog waited for), so each round's ratio to ``full`` compares runs seconds apart.
+0.05, the learners on every 4th batch). "Together" is timed in ``--rounds`` interleaved rounds
+(each method's share of ``--steps`` in turn, the learner's backlog waited for), so each round's
+ratio to ``full`` compares runs seconds apart.
 
 Width 1 is ``selection.py``'s 1-D CNN (``trainers.models.mnist1d_cnn``). Width w multiplies the
 filters of every convolution after the first, and the hidden units, by w. The first

@@ -118,7 +118,10 @@ class BossFeatures:
         """``[B, F]`` features from a ``[B, positions..., channels]`` map of the ``up_to`` layer.
 
         The map from ``tap`` gives the same features as calling this object on the batch with
-        a fresh host copy; no gradient flows back into the Boss through them.
+        a fresh host copy, as long as the layers up to ``up_to`` compute the same in training
+        as in inference (no dropout or batch normalisation among them; otherwise the learner
+        sees training-mode features and the filter inference-mode ones). No gradient flows
+        back into the Boss through them.
         """
         feature_map = tf.stop_gradient(tf.convert_to_tensor(feature_map))
         spatial = feature_map.shape.rank - 2  # [B, positions..., channels]
