@@ -1,4 +1,4 @@
-"""Where the Assistant methods' extra time per Boss step goes, and how it scales with the Boss.
+"""Where pruning's and the Assistants' extra time per Boss step goes, and how it scales.
 
 Run::
 
@@ -6,7 +6,7 @@ Run::
     python benchmarks/selection_profile.py --quick   # seconds; what tests/benchmarks runs
 
 Writes ``benchmarks/results/selection_profile.json``. For each Boss width and method (``full``,
-and the four Assistants of ``selection_assist.py``), per kept batch of 128: the mean over
+``prune``, and the four Assistants of ``selection_assist.py``), per kept batch of 128: the mean over
 ``--steps`` batches of the filtered pipeline alone, a Boss step alone on a cached batch, the
 learner alone per batch it trains on (``--train-every`` feedbacks, all but one skipped, then
 wait until it is idle: its share of a step is this / ``--train-every``), and the median over
@@ -43,9 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import selection  # a sibling script
 from selection_assist import ASSIST_METHODS, AssistMethod
 
+import echoing
 from trainers.models import mnist1d_cnn
 
-METHODS = ("full", *ASSIST_METHODS)
+METHODS = ("full", "prune", *ASSIST_METHODS)
+PRUNE_EPOCHS = 16  # selection.py's run length, which sets when pruning anneals
 
 
 def milliseconds_per_call(function, repeats: int) -> float:
@@ -70,12 +72,21 @@ class Profiled:
             .shuffle(n, seed=0)
             .repeat()
         )
-        self.assist = None
-        if method != "full":
+        self.assist, self.stage = None, None  # the filtering stage, if any
+        if method == "prune":
+            # As selection.py runs it, the table updated by the step. Filled with losses first,
+            # so the profile times an epoch that prunes rather than the first, which keeps all.
+            self.run.table = echoing.LossTable(n)
+            rng = np.random.default_rng(0)
+            self.run.table.update(np.arange(n), rng.exponential(size=n).astype(np.float32))
+            self.stage = echoing.loss_prune(self.run.table, num_epochs=PRUNE_EPOCHS, seed=0)
+            source = source.apply(self.stage)
+        elif method != "full":
             self.assist = AssistMethod(method, self.run.model, data, 0, 0.3, train_every)
             self.run.table = self.assist.table
             self.run.boss_features = self.assist.tap
-            source = source.apply(self.assist.stage)
+            self.stage = self.assist.stage
+            source = source.apply(self.stage)
         self.iterator = iter(source.batch(128, drop_remainder=True).prefetch(2))
         self.batch = next(self.iterator)
         self.out = self.run.step(self.batch)  # traces the step
@@ -134,6 +145,8 @@ def profile_width(data: dict, width: int, steps: int, rounds: int, train_every: 
     for method, one in profiled.items():
         one.close()
         results[method]["together_ms"] = float(np.median(per_round[method]))
+        # Examples kept per example read: 1 for full; prune's and each Assistant's filter rate.
+        results[method]["keep_rate"] = one.stage.keep_rate() if one.stage is not None else 1.0
         ratios = np.array(per_round[method]) / np.array(per_round["full"]) - 1
         results[method]["overhead_per_round"] = [float(r) for r in ratios]
     return results
@@ -145,7 +158,7 @@ def headline(results: dict, widths: list[int]) -> dict:
 
     first, widest = widths[0], widths[-1]
     out = {}
-    for method in ASSIST_METHODS:
+    for method in ("prune", *ASSIST_METHODS):
         out[f"{method}_overhead"] = overhead(method, first)
         out[f"{method}_overhead_width{widest}"] = overhead(method, widest)
         at = results[str(first)]

@@ -16,6 +16,7 @@ def test_quick_profile_times_every_part_at_every_width(tmp_path, load_benchmark)
     for at_width in result["milliseconds"].values():
         assert set(at_width) == {
             "full",
+            "prune",
             "assist",
             "assist_boss",
             "assist_boss_forward",
@@ -28,13 +29,16 @@ def test_quick_profile_times_every_part_at_every_width(tmp_path, load_benchmark)
             learned = method in ("assist", "assist_boss", "assist_boss_forward")
             assert (timings["learner_ms"] is not None) == learned, method
             assert not learned or timings["learner_ms"] > 0
+            # Every filter drops some of what it reads (pruning: from a pre-filled table).
+            assert (timings["keep_rate"] < 1.0) == (method != "full"), method
+            assert timings["keep_rate"] >= 0.3  # γ = 0.3 for the Assistants, 1 - r for pruning
             # One ratio to full per interleaved round; full's own are exactly 0.
             assert len(timings["overhead_per_round"]) == 2
             assert method != "full" or timings["overhead_per_round"] == [0.0, 0.0]
     headline = result["headline"]
     assert set(headline) == {
         f"{method}_{key}"
-        for method in ("assist", "assist_boss", "assist_boss_forward", "assist_oracle")
+        for method in ("prune", "assist", "assist_boss", "assist_boss_forward", "assist_oracle")
         for key in ("overhead", "overhead_width2", "extra_ms")
     }
     assert all(isinstance(value, float) for value in headline.values())
