@@ -74,19 +74,20 @@ class Profiled:
         )
         self.assist, self.stage = None, None  # the filtering stage, if any
         if method == "prune":
-            # As selection.py runs it, the table updated by the step. Filled with losses first,
-            # so the profile times an epoch that prunes rather than the first, which keeps all.
-            self.run.table = echoing.LossTable(n)
-            rng = np.random.default_rng(0)
-            self.run.table.update(np.arange(n), rng.exponential(size=n).astype(np.float32))
+            self.run.table = echoing.LossTable(n)  # as selection.py runs it: the step updates it
             self.stage = echoing.loss_prune(self.run.table, num_epochs=PRUNE_EPOCHS, seed=0)
             source = source.apply(self.stage)
         elif method != "full":
             self.assist = AssistMethod(method, self.run.model, data, 0, 0.3, train_every)
-            self.run.table = self.assist.table
+            self.run.table = self.assist.table  # the oracle's
             self.run.boss_features = self.assist.tap
             self.stage = self.assist.stage
             source = source.apply(self.stage)
+        if self.run.table is not None:
+            # Filled with losses first, so the profile times the filter as it runs once every
+            # example has been seen, not the first epoch, which keeps every unseen example.
+            rng = np.random.default_rng(0)
+            self.run.table.update(np.arange(n), rng.exponential(size=n).astype(np.float32))
         self.iterator = iter(source.batch(128, drop_remainder=True).prefetch(2))
         self.batch = next(self.iterator)
         self.out = self.run.step(self.batch)  # traces the step
