@@ -47,7 +47,8 @@ import echoing
 from trainers.models import mnist1d_cnn
 
 METHODS = ("full", "prune", *ASSIST_METHODS)
-PRUNE_EPOCHS = 16  # selection.py's run length, which sets when pruning anneals
+# selection.py's settings (run length, pruning's r and δ, the filter's γ, train_every): one source.
+SELECTION = selection.parse_args([])
 
 
 def milliseconds_per_call(function, repeats: int) -> float:
@@ -75,10 +76,18 @@ class Profiled:
         self.assist, self.stage = None, None  # the filtering stage, if any
         if method == "prune":
             self.run.table = echoing.LossTable(n)  # as selection.py runs it: the step updates it
-            self.stage = echoing.loss_prune(self.run.table, num_epochs=PRUNE_EPOCHS, seed=0)
+            self.stage = echoing.loss_prune(
+                self.run.table,
+                num_epochs=SELECTION.epochs,
+                prune_ratio=SELECTION.prune_ratio,
+                anneal_fraction=SELECTION.anneal,
+                seed=0,
+            )
             source = source.apply(self.stage)
         elif method != "full":
-            self.assist = AssistMethod(method, self.run.model, data, 0, 0.3, train_every)
+            self.assist = AssistMethod(
+                method, self.run.model, data, 0, SELECTION.assist_base_prob, train_every
+            )
             self.run.table = self.assist.table  # the oracle's
             self.run.boss_features = self.assist.tap
             self.stage = self.assist.stage
@@ -175,7 +184,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--train-every",
         type=int,
-        default=4,
+        default=SELECTION.assist_train_every,
         help="the learned Assistants train on every k-th Boss batch (selection.py's default)",
     )
     parser.add_argument("--num-samples", type=int, default=50_000, help="MNIST-1D, 80%% train")
