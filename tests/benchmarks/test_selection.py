@@ -1,7 +1,9 @@
 """Runs benchmarks/selection.py --quick once, checks its JSON, and draws it with the notebook."""
 
 import json
+import math
 
+import numpy as np
 import pytest
 
 HEADLINE = {
@@ -10,6 +12,7 @@ HEADLINE = {
     "prune_accuracy_delta",
     "prune_vs_short_accuracy_delta",
     "select_batch_speedup",
+    "sample_batch_speedup",
     "assist_steps_saved",
     "assist_oracle_steps_saved",
     "assist_raw_steps_saved",
@@ -40,6 +43,7 @@ def test_quick_run_compares_every_method_with_the_baselines(quick_results):
         "prune",
         "short",
         "select",
+        "sample",
         "assist",
         "assist_boss",
         "assist_boss_forward",
@@ -53,6 +57,7 @@ def test_quick_run_compares_every_method_with_the_baselines(quick_results):
     # Selection scores batches of 2 x the batch size and trains on one batch size of rows.
     assert len(runs["select"]["curve"]) == epochs
     assert 2 * runs["select"]["curve"][-1]["steps"] == runs["full"]["curve"][-1]["steps"]
+    assert runs["sample"]["curve"][-1]["steps"] == runs["select"]["curve"][-1]["steps"]
     # Every Assistant filters: fewer steps than the full data over the same epochs, at a keep
     # rate of at least its base probability γ; the learned ones were trained from the Boss.
     for method in ("assist", "assist_boss", "assist_boss_forward", "assist_oracle"):
@@ -65,6 +70,22 @@ def test_quick_run_compares_every_method_with_the_baselines(quick_results):
     assert fraction == pytest.approx(
         runs["prune"]["curve"][-1]["steps"] / runs["full"]["curve"][-1]["steps"]
     )
+
+
+def test_learning_rate_warms_up_linearly_then_decays_on_a_cosine(load_benchmark):
+    bench = load_benchmark("selection")
+    data = {"x": np.zeros([4, 40], np.float32)}
+    run = bench.Run(data, seed=0, learning_rate=0.1, warmup=0.25)
+    rates = {}
+    for fraction in (0.0, 0.125, 0.25, 0.5, 1.0):
+        run.set_progress(fraction)
+        rates[fraction] = float(run.optimizer.learning_rate.numpy())
+    cosine = lambda f: 0.5 * (1 + math.cos(math.pi * f))  # noqa: E731
+    assert rates[0.0] == 0.0
+    assert rates[0.125] == pytest.approx(0.1 * cosine(0.125) * 0.5)  # half-way up the ramp
+    assert rates[0.25] == pytest.approx(0.1 * cosine(0.25))
+    assert rates[0.5] == pytest.approx(0.05)
+    assert rates[1.0] == pytest.approx(0.0, abs=1e-9)
 
 
 def test_speedups_are_ratios_of_seconds_to_the_target(load_benchmark):
