@@ -214,7 +214,7 @@ class Trainer(tf.Module):
         """One replica's step: returns (per-example losses, ids, this replica's share of loss)."""
         for technique in self._selecting:
             # In-batch selection: the rows trained on, by an inference-mode forward pass.
-            batch = technique.select(batch, self._inference_losses)
+            batch = technique.select(batch, self._inference_losses, self.step.read_value())
         if self._compiled_update:
             per_example, loss, gradients, aux = self._step_and_update(batch)
         else:

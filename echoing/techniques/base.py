@@ -28,8 +28,9 @@ every technique, through these methods and nothing else:
   draws them from a table), instead of the input pipeline's; ``None`` for all others.
 - ``input_options()``: ``tf.distribute.InputOptions`` the train set needs, or ``None``.
 - ``build(model)``: once, under ``strategy.scope()``, after the model exists.
-- ``select(batch, score)``: the rows of a replica's batch the step trains on (in-batch
-  selection), given ``score(batch)``, per-example losses from an inference-mode forward pass.
+- ``select(batch, score, step)``: the rows of a replica's batch the step trains on (in-batch
+  selection), given ``score(batch)``, per-example losses from an inference-mode forward pass,
+  and the global step (to seed a random draw).
 - ``gradients(loss_fn, sample_weight)`` and ``after_step(ids, aux, gradients, step)``: an
   optional replacement of the train step's backward pass (priority sampling's JVP) and what
   follows each step; at most one technique of a run may replace the backward pass.
@@ -139,8 +140,8 @@ class Technique:
     def build(self, model) -> None:
         del model
 
-    def select(self, batch: dict, score: Callable[[dict], tf.Tensor]) -> dict:
-        del score
+    def select(self, batch: dict, score: Callable[[dict], tf.Tensor], step: tf.Tensor) -> dict:
+        del score, step
         return batch
 
     def gradients(self, loss_fn: Callable[[], tf.Tensor], sample_weight: tf.Tensor | None):

@@ -147,3 +147,18 @@ def test_notebook_draws_the_results_without_training(quick_results, execute_note
     assert any(output.get("output_type") == "display_data" for output in outputs)
     text = "".join(output.get("text", "") for output in outputs)
     assert "prune" in text and "target" in text
+
+
+def test_fixed_learning_rates_skip_tuning_and_bad_ones_are_refused(load_benchmark, capsys):
+    bench = load_benchmark("selection")
+    args = bench.parse_args(["--methods", "full,prune,short", "--fixed-lrs", "full=0.1,prune=0.05"])
+    # Nothing left to tune (short follows the full data), so no data is needed.
+    assert bench.learning_rates(None, args) == ({"full": 0.1, "prune": 0.05, "short": 0.1}, [])
+    for flag, message in (
+        ("prune", "expected METHOD=RATE pairs"),
+        ("prune=fast", "expected METHOD=RATE pairs"),
+        ("select=0.05", "names methods not in --methods"),
+    ):
+        with pytest.raises(SystemExit):
+            bench.parse_args(["--methods", "full,prune", "--fixed-lrs", flag])
+        assert message in capsys.readouterr().err

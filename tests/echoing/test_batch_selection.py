@@ -78,11 +78,39 @@ def test_a_batch_of_unknown_size_is_checked_when_it_runs():
 def test_the_technique_trains_on_the_ratio_of_rows_with_the_highest_loss():
     technique = InBatchSelection(ratio=0.5)
     losses = tf.constant([0.5, 0.1, 0.9, 0.3, 0.8, 0.2])
-    selected = technique.select(_batch(6), lambda batch: losses)
+    selected = technique.select(_batch(6), lambda batch: losses, tf.constant(0, tf.int64))
     assert selected["id"].numpy().tolist() == [0, 2, 4]
     assert technique.rows(128) == 64 and technique.rows(3) == 2
     with pytest.raises(ValueError, match=r"ratio=0.*\(0, 1\]"):
         InBatchSelection(ratio=0)
+
+
+def test_the_sampling_technique_draws_by_loss_weights_by_1_over_p_and_keeps_upstream_weights():
+    technique = InBatchSelection(ratio=0.5, mode="sample", seed=3)
+    losses = tf.constant([0.0, 0.0, 6.0, 0.0, 0.0, 0.0])
+    batch = {**_batch(6), "sample_weight": tf.fill([6], 2.0)}  # e.g. a filter's 1/keep
+    step = tf.constant(7, tf.int64)
+    drawn = technique.select(batch, lambda b: losses, step)
+    assert set(drawn) == {"inputs", "label", "id", "sample_weight"}
+    assert drawn["id"].shape == (3,)
+    # q = 0.9 * share + 0.1 / 6: row 2 has q = 0.9167, weight 1 / (6 q); the others 1 / 0.1.
+    weights = {2: 2.0 / (6 * (0.9 + 0.1 / 6)), 0: 2.0 / 0.1}
+    for row, weight in zip(drawn["id"].numpy(), drawn["sample_weight"].numpy(), strict=True):
+        assert weight == pytest.approx(weights[2] if row == 2 else weights[0], rel=1e-5)
+    again = technique.select(batch, lambda b: losses, step)  # the same step draws the same rows
+    assert again["id"].numpy().tolist() == drawn["id"].numpy().tolist()
+    counts = np.bincount(
+        np.concatenate(
+            [
+                technique.select(_batch(6), lambda b: losses, tf.constant(s))["id"]
+                for s in range(200)
+            ]
+        ),
+        minlength=6,
+    )
+    assert counts[2] > 0.85 * counts.sum()  # q = 0.92 for the one high-loss row
+    with pytest.raises(ValueError, match=r"mode='best'.*\('top', 'sample'\)"):
+        InBatchSelection(ratio=0.5, mode="best")
 
 
 def test_sample_rows_weights_make_the_mean_loss_unbiased():

@@ -164,6 +164,7 @@ def test_priority_technique_selects_its_own_batches_and_replaces_gradients():
         ({"select_ratio": 1.5}, ValueError, r"select_ratio must be in \(0, 1\]"),
         ({"select_ratio": 0.001, "data_batch_size": 8}, ValueError, "selects no rows"),
         ({"select_ratio": 0.5, "pgd": True}, ValueError, "PGD chooses its own batches"),
+        ({"select_mode": "best"}, ValueError, r"select_mode='best': expected one of \('top'"),
     ],
 )
 def test_technique_config_errors_name_the_field(fields, error, message):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import echoing
 from echoing import techniques
 from trainers import loop, models
 
@@ -306,3 +307,24 @@ def test_in_batch_selection_trains_on_the_highest_loss_rows(jit_compile):
     rows = np.sort(np.argsort(before)[-BATCH // 2 :])
     assert ids.numpy().tolist() == [(rows * 10).tolist()]
     np.testing.assert_allclose(losses.numpy()[0], before[rows], rtol=1e-4)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_sampled_in_batch_selection_draws_rows_of_the_batch_by_loss(jit_compile):
+    seen = []
+    trainer, model = _trainer(
+        feedback=[lambda *args: seen.append(args)],
+        extra=[techniques.InBatchSelection(0.5, mode="sample", seed=1)],
+        jit=jit_compile,
+    )
+    examples = _examples()
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    before = loss(examples["label"][:BATCH], model(examples["inputs"][:BATCH], training=False))
+    trainer.train(1)
+    ((ids, losses, _),) = seen
+    # BATCH // 2 rows of the first batch (ids 0, 10, ..., 70) drawn by their loss under the
+    # initial model with the seed [technique seed, step 0], each trained with that loss.
+    first = {"id": tf.range(0, 10 * BATCH, 10, dtype=tf.int64)}
+    drawn = echoing.sample_rows(first, before, BATCH // 2, seed=[1, 0])["id"].numpy()
+    assert ids.numpy().tolist() == [drawn.tolist()]
+    np.testing.assert_allclose(losses.numpy()[0], before.numpy()[drawn // 10], rtol=1e-4)
