@@ -2,7 +2,7 @@
 
 Run::
 
-    python benchmarks/selection.py           # MNIST-1D 40k/10k, 1-D CNN, 3 seeds: ~25 min
+    python benchmarks/selection.py           # MNIST-1D 40k/10k, 1-D CNN, 4 sweeps, 3 seeds: ~45 min
     python benchmarks/selection.py --quick   # seconds; what tests/benchmarks runs
     python benchmarks/selection.py --resummarize benchmarks/results/selection.json  # no training
 
