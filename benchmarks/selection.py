@@ -2,7 +2,7 @@
 
 Run::
 
-    python benchmarks/selection.py           # MNIST-1D 40k/10k, 1-D CNN, 4 sweeps, 3 seeds: ~45 min
+    python benchmarks/selection.py           # MNIST-1D 40k/10k, 1-D CNN, 4 sweeps, 3 seeds: ~30 min
     python benchmarks/selection.py --quick   # seconds; what tests/benchmarks runs
     python benchmarks/selection.py --resummarize benchmarks/results/selection.json  # no training
 
@@ -186,15 +186,9 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
     ).shuffle(n, seed=seed, reshuffle_each_iteration=True)
     table = echoing.LossTable(n) if method == "prune" else None
     selecting = method in ("select", "sample")
-    run = Run(
-        data,
-        seed,
-        learning_rate,
-        table,
-        args.batch_size if selecting else None,
-        sampled=method == "sample",
-        warmup=args.warmup_epochs / args.epochs,
-    )
+    rows = args.batch_size if selecting else None
+    warmup = args.warmup_epochs / args.epochs
+    run = Run(data, seed, learning_rate, table, rows, sampled=method == "sample", warmup=warmup)
     assist = None
     if method in ASSIST_METHODS:
         assist = AssistMethod(
@@ -515,7 +509,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="train nothing: recompute the summary, headline and plot of a results file from "
         "the runs it stores (after a change to how they are summarised), in place",
     )
-    args = parser.parse_args(argv)
+    return _resolve(parser, parser.parse_args(argv))
+
+
+def _resolve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    """Parses the list flags of ``args`` and checks them together (``parser.error`` if bad)."""
     args.lrs = [float(lr) for lr in args.lrs.split(",")]
     args.methods = args.methods.split(",")
     args.tune_methods = [method for method in args.tune_methods.split(",") if method]
@@ -526,6 +524,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--fixed-lrs {args.fixed_lrs!r}: expected METHOD=RATE pairs, e.g. prune=0.05")
     if not set(args.fixed_lrs) <= set(args.methods):
         parser.error(f"--fixed-lrs names methods not in --methods: {sorted(args.fixed_lrs)}")
+    if not 0 <= args.warmup_epochs <= args.epochs:
+        parser.error(
+            f"--warmup-epochs {args.warmup_epochs}: expected 0 to --epochs ({args.epochs})"
+        )
     if not {"full", "prune"} <= set(args.methods) <= set(METHODS):
         parser.error(f"--methods must include full and prune, from {METHODS}")
     if args.quick:

@@ -149,7 +149,7 @@ def test_notebook_draws_the_results_without_training(quick_results, execute_note
     assert "prune" in text and "target" in text
 
 
-def test_fixed_learning_rates_skip_tuning_and_bad_ones_are_refused(load_benchmark, capsys):
+def test_fixed_learning_rates_skip_tuning_and_bad_flags_are_refused(load_benchmark, capsys):
     bench = load_benchmark("selection")
     args = bench.parse_args(["--methods", "full,prune,short", "--fixed-lrs", "full=0.1,prune=0.05"])
     # Nothing left to tune (short follows the full data), so no data is needed.
@@ -162,3 +162,6 @@ def test_fixed_learning_rates_skip_tuning_and_bad_ones_are_refused(load_benchmar
         with pytest.raises(SystemExit):
             bench.parse_args(["--methods", "full,prune", "--fixed-lrs", flag])
         assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--warmup-epochs", "-1"])
+    assert "--warmup-epochs -1.0: expected 0 to --epochs (16)" in capsys.readouterr().err
