@@ -20,11 +20,12 @@ baseline's seeds then differed 2.7x in time to the target.
   train step itself updates with the per-example losses it computes; ``--epochs`` epochs.
 * ``short``: the fair comparison: the full data with its schedule shortened to the steps the
   pruned run of the same seed took (the baseline given pruning's budget, tuned the same).
-* ``select``: in-batch selection (``echoing.select_rows``): batches of ``--select-pool`` x the
-  batch size are scored by an inference-mode forward pass and the step trains on the batch
-  size's worth of rows with the highest loss; ``--epochs`` epochs (so half the steps at pool 2).
+* ``select``: in-batch selection (the trainer's ``echoing.techniques.InBatchSelection``):
+  batches of ``--select-pool`` x the batch size are scored by an inference-mode forward pass
+  and the step trains on the batch size's worth of rows with the highest loss; ``--epochs``
+  epochs (so half the steps at pool 2).
 * ``sample``: the same pool and forward pass, but the rows are drawn with probability rising
-  with their loss and weighted by 1/p (``echoing.sample_rows``, an unbiased gradient).
+  with their loss and weighted by 1/p (``mode="sample"``, an unbiased gradient).
 * ``assist``, ``assist_boss``, ``assist_boss_forward``, ``assist_oracle``: AutoAssist's filter
   with the raw-feature, the Boss-feature (its learner computing the features, or taking them
   from the Boss's forward pass) and the last-seen-loss Assistant (``selection_assist.py``);
@@ -75,6 +76,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import echoing  # noqa: E402 (after the path set-up, as a script)
+from echoing.techniques import InBatchSelection  # noqa: E402
 from trainers.models import build_model  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -119,10 +121,9 @@ class Run:
         seed,
         learning_rate,
         table=None,
-        train_rows=None,
+        selection=None,
         model=None,
         *,
-        sampled=False,
         warmup=0.0,
     ):
         keras.utils.set_random_seed(seed)
@@ -133,9 +134,7 @@ class Run:
         self.warmup = warmup  # the fraction of the run over which the rate ramps up from 0
         self.optimizer = keras.optimizers.SGD(learning_rate, momentum=0.9, nesterov=True)
         self.table = table
-        self.train_rows = train_rows  # in-batch selection: rows of each batch trained on
-        self.sampled = sampled  # draw the rows by loss, weighted 1/p, instead of the top ones
-        self.seed = seed
+        self.selection = selection  # an echoing InBatchSelection: the rows each step trains on
         self.boss_features = None  # set before the first step, for assist_boss_forward
         self.steps = 0
         self.step = tf.function(self._step, jit_compile=False)
@@ -147,15 +146,8 @@ class Run:
         self.optimizer.learning_rate.assign(self.peak * cosine * ramp)
 
     def _step(self, batch):
-        if self.train_rows is not None:
-            scores = keras.losses.sparse_categorical_crossentropy(
-                batch["label"], self.model(batch["inputs"], training=False), from_logits=True
-            )
-            if self.sampled:
-                draw = tf.stack([self.seed, tf.cast(self.optimizer.iterations, tf.int32)])
-                batch = echoing.sample_rows(batch, scores, self.train_rows, draw)
-            else:
-                batch = echoing.select_rows(batch, scores, self.train_rows)
+        if self.selection is not None:
+            batch = self.selection.select(batch, self._inference_losses, self.optimizer.iterations)
         with tf.GradientTape() as tape:
             if self.boss_features is None:
                 logits = self.model(batch["inputs"], training=True)
@@ -173,6 +165,12 @@ class Run:
             return {"losses": losses}
         return {"losses": losses, "features": self.boss_features.pool(feature_map)}
 
+    def _inference_losses(self, batch):
+        logits = self.model(batch["inputs"], training=False)
+        return keras.losses.sparse_categorical_crossentropy(
+            batch["label"], logits, from_logits=True
+        )
+
     def accuracy(self, data: dict) -> float:
         logits = self.model.predict(data["x_test"], batch_size=1000, verbose=0)
         return float(np.mean(np.argmax(logits, 1) == data["y_test"]))
@@ -186,9 +184,12 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
     ).shuffle(n, seed=seed, reshuffle_each_iteration=True)
     table = echoing.LossTable(n) if method == "prune" else None
     selecting = method in ("select", "sample")
-    rows = args.batch_size if selecting else None
+    selection = None
+    if selecting:  # a batch of pool x batch_size rows, trained on batch_size of them
+        mode = "sample" if method == "sample" else "top"
+        selection = InBatchSelection(1 / args.select_pool, mode=mode, seed=seed)
     warmup = args.warmup_epochs / args.epochs
-    run = Run(data, seed, learning_rate, table, rows, sampled=method == "sample", warmup=warmup)
+    run = Run(data, seed, learning_rate, table, selection, warmup=warmup)
     assist = None
     if method in ASSIST_METHODS:
         assist = AssistMethod(
