@@ -348,6 +348,32 @@ def plot(result: dict, path: str) -> None:
     plt.close(figure)
 
 
+def headline(summary: list[dict], flops: dict) -> dict[str, float | None]:
+    """The issue's figures per worker count c, null where a method never reached the target.
+
+    ``{method}_speedup_c{c}``: median wall-time speed-up to the target over synchronous SGD
+    (target 1.2 for PASSM+); ``{method}_accuracy_gap_points_c{c}``: mean final accuracy minus
+    synchronous SGD's, in points (target within 0.5); ``backward_flop_saving_c{c}`` and
+    ``step_flop_saving_c{c}``: the fraction of backward-pass and whole-step FLOPs that
+    block-restricted backprop saves.
+
+    >>> headline([{"method": "passm_plus", "num_workers": 2, "median_speedup_vs_sync": None,
+    ...            "mean_accuracy_gap_vs_sync": -0.25}], {"per_worker_count": {}})
+    {'passm_plus_speedup_c2': None, 'passm_plus_accuracy_gap_points_c2': -25.0}
+    """
+    figures: dict[str, float | None] = {}
+    for row in summary:
+        if row["method"] == "sync":
+            continue
+        name, speedup = f"{row['method']}_%s_c{row['num_workers']}", row["median_speedup_vs_sync"]
+        figures[name % "speedup"] = None if speedup is None else float(speedup)
+        figures[name % "accuracy_gap_points"] = 100.0 * row["mean_accuracy_gap_vs_sync"]
+    for workers, saving in flops["per_worker_count"].items():
+        figures[f"backward_flop_saving_c{workers}"] = float(saving["backward_saving_fraction"])
+        figures[f"step_flop_saving_c{workers}"] = float(saving["step_saving_fraction"])
+    return figures
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="seconds-scale run for tests")
@@ -363,6 +389,7 @@ def main(argv: list[str] | None = None) -> None:
     runs = _run_children(settings)
     rows = summarise(runs, settings)
     result = {
+        "headline": headline(rows, flops),
         "settings": settings,
         "machine": {
             "cpu_count": os.cpu_count(),

@@ -294,6 +294,54 @@ def summarise(rows: list[dict]) -> list[dict]:
     return table
 
 
+def headline(table: list[dict]) -> dict[str, float | None]:
+    """The issue's figures per scenario, from ``summarise``'s table; null where not reached.
+
+    ``{s}_R``: the baseline's mean input-bound ratio; ``{s}_best_e{f}_speedup``: the best
+    wall-time speed-up to the target of the fixed variants at factor f (target at e = 4: 2.5,
+    and 0.7·min(e, R) at every e <= R); ``{s}_best_fixed_speedup``: over every fixed factor;
+    ``{s}_auto_speedup`` and ``{s}_auto_vs_best_fixed`` (target 0.9; in the idle scenario
+    ``auto_speedup`` >= 0.95 is the target); ``final_accuracy_delta_worst_points``: the lowest
+    final accuracy of a variant minus its scenario's baseline (target >= -0.5).
+    """
+    figures: dict[str, float | None] = {}
+    baselines = {e["scenario"]: e for e in table if e["variant"] == "baseline"}
+    deltas = []
+    for scenario in sorted({entry["scenario"] for entry in table}):
+        entries = [e for e in table if e["scenario"] == scenario and e["variant"] != "baseline"]
+        fixed = [e for e in entries if e["variant"] != "auto"]
+        baseline = baselines.get(scenario)
+        if baseline is not None and baseline["R"] is not None:
+            figures[f"{scenario}_R"] = float(baseline["R"]["mean"])
+        for factor in sorted({e["factor"] for e in fixed}):
+            figures[f"{scenario}_best_e{factor}_speedup"] = _best_speedup(
+                [e for e in fixed if e["factor"] == factor]
+            )
+        best_fixed = _best_speedup(fixed)
+        if fixed:
+            figures[f"{scenario}_best_fixed_speedup"] = best_fixed
+        for auto in (e for e in entries if e["variant"] == "auto"):
+            speedup = auto.get("speedup")
+            figures[f"{scenario}_auto_speedup"] = None if speedup is None else float(speedup)
+            if fixed:
+                figures[f"{scenario}_auto_vs_best_fixed"] = (
+                    None if speedup is None or best_fixed is None else speedup / best_fixed
+                )
+        if baseline is not None and baseline["final_accuracy"] is not None:
+            deltas += [
+                100.0 * (e["final_accuracy"]["mean"] - baseline["final_accuracy"]["mean"])
+                for e in entries
+                if e["final_accuracy"] is not None
+            ]
+    figures["final_accuracy_delta_worst_points"] = min(deltas, default=None)
+    return figures
+
+
+def _best_speedup(entries: list[dict]) -> float | None:
+    speedups = [e["speedup"] for e in entries if e.get("speedup") is not None]
+    return float(max(speedups)) if speedups else None
+
+
 def spread(values: list[float]) -> dict | None:
     if not values:
         return None
@@ -488,6 +536,7 @@ def main() -> None:
     rows = kept + rows
     table = summarise(rows)
     result = {
+        "headline": headline(table),
         "benchmark": "echo_time_to_target",
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "machine": {

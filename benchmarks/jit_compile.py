@@ -111,6 +111,15 @@ def plot(rows, path) -> None:
     plt.close(figure)
 
 
+def headline(rows: list[dict]) -> dict[str, float]:
+    """``{model}_{variant}_speedup``: uncompiled over XLA-compiled seconds per step, per row.
+
+    >>> headline([{"model": "mlp", "variant": "pgd", "speedup": 1.5}])
+    {'mlp_pgd_speedup': 1.5}
+    """
+    return {f"{row['model']}_{row['variant']}_speedup": float(row["speedup"]) for row in rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=RESULTS, help="JSON path; the PNG goes beside it.")
@@ -133,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     result = {
+        "headline": headline(rows),
         "command": "python benchmarks/jit_compile.py" + (" --quick" if args.quick else ""),
         "machine": {
             "processor": platform.processor() or platform.machine(),

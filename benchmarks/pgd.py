@@ -502,6 +502,68 @@ def plot(curves: dict, summary: dict, cost: dict, path: pathlib.Path) -> None:
     plt.close(figure)
 
 
+def headline(summary: dict, cost: dict) -> dict[str, float | None]:
+    """The issue's figures: the best PGD variant per model, and the selection cost at large N.
+
+    ``{model}_best_loss_speedup_steps`` / ``_seconds``: the largest speed-up to SGD's loss target
+    over the PGD variants that reached it on every seed (target 1.6; null if none did);
+    ``{model}_best_test_accuracy_delta_points``: that variant's (by seconds) final test accuracy
+    minus SGD's; ``top_k_ms``, ``proportional_ms``, ``update_ms``: per-step selection and table
+    update at ``cost["num_examples"]`` examples.
+    """
+    figures: dict[str, float | None] = {}
+    for model, results in summary.items():
+        methods = results["methods"]
+        reached = [m for n, m in methods.items() if n != "sgd" and m["loss_all_reached"]]
+        fastest = max(reached, key=lambda m: m["loss_speedup_seconds"], default=None)
+        for unit in ("steps", "seconds"):
+            best = max((m[f"loss_speedup_{unit}"] for m in reached), default=None)
+            figures[f"{model}_best_loss_speedup_{unit}"] = None if best is None else float(best)
+        figures[f"{model}_best_test_accuracy_delta_points"] = (
+            None
+            if fastest is None
+            else 100.0 * (fastest["final_test_accuracy"] - methods["sgd"]["final_test_accuracy"])
+        )
+    for name in ("top_k_ms", "proportional_ms", "update_ms"):
+        figures[name] = float(cost[name])
+    return figures
+
+
+def gather_headline(gather: dict) -> dict[str, float]:
+    """Per batch size, the data source's gather time over the in-memory one (graph parse, and
+    TFDS's Python decoding).
+
+    >>> gather_headline({"rows": [{"batch_size": 16, "ratio": 3.0, "python_decode_ratio": 5.0}]})
+    {'data_source_vs_memory_b16': 3.0, 'data_source_python_decode_vs_memory_b16': 5.0}
+    """
+    figures = {}
+    for row in gather["rows"]:
+        batch = row["batch_size"]
+        figures[f"data_source_vs_memory_b{batch}"] = float(row["ratio"])
+        figures[f"data_source_python_decode_vs_memory_b{batch}"] = float(row["python_decode_ratio"])
+    return figures
+
+
+def oracle_headline(oracle: dict) -> dict[str, float | None]:
+    """Mean final training loss per variant, and exact top-k with renewal's over SGD's.
+
+    >>> oracle_headline({"sgd": [{"train_loss": [2.0, 1.0]}],
+    ...                  "exact_top_k_half_renewal": [{"train_loss": [2.0, 1.5]}]})
+    {'sgd_final_train_loss': 1.0, 'exact_top_k_half_renewal_final_train_loss': 1.5, \
+'exact_top_k_half_renewal_vs_sgd_final_loss': 1.5}
+    """
+    figures: dict[str, float | None] = {
+        f"{variant}_final_train_loss": float(np.mean([run["train_loss"][-1] for run in runs]))
+        for variant, runs in oracle.items()
+    }
+    renewal = figures.get("exact_top_k_half_renewal_final_train_loss")
+    sgd = figures.get("sgd_final_train_loss")
+    figures["exact_top_k_half_renewal_vs_sgd_final_loss"] = (
+        None if renewal is None or sgd is None else renewal / sgd
+    )
+    return figures
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (seconds)")
@@ -549,6 +611,7 @@ def main(argv: list[str] | None = None) -> dict:
         (args.output / f"{stem}.json").write_text(
             json.dumps(
                 {
+                    "headline": gather_headline(gather),
                     "command": command,
                     "machine": {
                         "platform": platform.platform(),
@@ -578,7 +641,14 @@ def main(argv: list[str] | None = None) -> dict:
         args.output.mkdir(parents=True, exist_ok=True)
         command = "python benchmarks/pgd.py --oracle" + (" --quick" if args.quick else "")
         (args.output / ("pgd_oracle_quick.json" if args.quick else "pgd_oracle.json")).write_text(
-            json.dumps({"command": command, "curves": oracle, "markdown": "\n".join(lines)})
+            json.dumps(
+                {
+                    "headline": oracle_headline(oracle),
+                    "command": command,
+                    "curves": oracle,
+                    "markdown": "\n".join(lines),
+                }
+            )
         )
         return {"oracle": oracle}
     models = args.models.split(",")
@@ -613,6 +683,7 @@ def main(argv: list[str] | None = None) -> dict:
     args.output.mkdir(parents=True, exist_ok=True)
     stem = "pgd_quick" if args.quick else "pgd"
     result = {
+        "headline": headline(summary, cost),
         "command": "python benchmarks/pgd.py" + (" --quick" if args.quick else ""),
         "machine": {
             "platform": platform.platform(),

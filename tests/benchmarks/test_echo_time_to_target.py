@@ -66,6 +66,45 @@ def test_summary_means_spreads_and_speedups(load_benchmark):
     assert table[("before_augment", 4)]["seconds_to_target"] is None
 
 
+def test_quick_run_headline_is_computed_from_its_table(quick_results, load_benchmark):
+    result = json.loads(quick_results.read_text())
+    assert next(iter(result)) == "headline"
+    assert result["headline"] == load_benchmark("echo_time_to_target").headline(result["table"])
+    assert {"network_best_e2_speedup", "network_auto_vs_best_fixed"} <= set(result["headline"])
+
+
+def test_headline_takes_the_best_fixed_variant_and_nulls_what_was_not_reached(load_benchmark):
+    headline = load_benchmark("echo_time_to_target").headline
+
+    def entry(variant, factor, speedup, accuracy=None, ratio=None, scenario="network"):
+        return {"scenario": scenario, "variant": variant, "factor": factor, "speedup": speedup,
+                "final_accuracy": accuracy and {"mean": accuracy},
+                "R": ratio and {"mean": ratio}}  # fmt: skip
+
+    table = [
+        entry("baseline", 1, 1.0, accuracy=0.930, ratio=5.0),
+        entry("after_batch", 4, 2.0, accuracy=0.925),
+        entry("before_augment", 4, None),  # not reached on any seed: no speed-up
+        entry("before_augment", 2, None),
+        entry("auto", "auto", 1.8, ratio=4.5),
+        entry("baseline", 1, 1.0, accuracy=0.90, ratio=0.9, scenario="idle"),
+        entry("auto", "auto", None, scenario="idle"),
+    ]
+    assert headline(table) == pytest.approx(
+        {
+            "idle_R": 0.9,
+            "idle_auto_speedup": None,
+            "network_R": 5.0,
+            "network_best_e2_speedup": None,
+            "network_best_e4_speedup": 2.0,
+            "network_best_fixed_speedup": 2.0,
+            "network_auto_speedup": 1.8,
+            "network_auto_vs_best_fixed": 0.9,
+            "final_accuracy_delta_worst_points": -0.5,
+        }
+    )
+
+
 def test_notebook_draws_the_results_without_training(quick_results, execute_notebook):
     outputs = execute_notebook(
         "echoing", ECHO_RESULTS=quick_results, ECHO_AUTO_RESULTS=quick_results

@@ -24,3 +24,7 @@ def test_every_variant_is_measured_both_ways(results):
             row["uncompiled_seconds_per_step"] / row["compiled_seconds_per_step"]
         )
     assert output.with_suffix(".png").stat().st_size > 0
+    assert data["headline"] == {
+        "mnist1d_mlp_plain_speedup": data["rows"][0]["speedup"],
+        "mnist1d_mlp_pgd_speedup": data["rows"][1]["speedup"],
+    }

@@ -24,6 +24,42 @@ def test_quick_run_writes_json_and_png(quick_run):
     cost = written["selection_cost"]
     assert cost["num_examples"] == 10_000
     assert all(cost[key] > 0 for key in ("top_k_ms", "proportional_ms", "update_ms"))
+    assert next(iter(written)) == "headline"
+    assert written["headline"]["top_k_ms"] == cost["top_k_ms"]
+    assert set(written["headline"]) >= {
+        "logistic_best_loss_speedup_steps", "logistic_best_loss_speedup_seconds",
+        "logistic_best_test_accuracy_delta_points",
+    }  # fmt: skip
+
+
+def test_headline_is_the_fastest_pgd_variant_that_reached_sgds_loss_on_every_seed(load_benchmark):
+    headline = load_benchmark("pgd").headline
+
+    def method(reached, steps=None, seconds=None, accuracy=0.5):
+        return {"loss_all_reached": reached, "loss_speedup_steps": steps,
+                "loss_speedup_seconds": seconds, "final_test_accuracy": accuracy}  # fmt: skip
+
+    summary = {
+        "mlp": {"methods": {
+            "sgd": method(True, 1.0, 1.0, accuracy=0.60),
+            "pgd_paper": method(True, 1.8, 1.1, accuracy=0.58),
+            "pgd_tuned": method(True, 1.2, 1.3, accuracy=0.61),
+            "pgd_proportional": method(False, 3.0, 3.0),  # faster on some seeds, not on all
+        }},
+        "cnn": {"methods": {"sgd": method(True, 1.0, 1.0), "pgd_paper": method(False)}},
+    }  # fmt: skip
+    cost = {"top_k_ms": 2.0, "proportional_ms": 1.0, "update_ms": 0.5}
+    assert headline(summary, cost) == pytest.approx(
+        {
+            "mlp_best_loss_speedup_steps": 1.8,
+            "mlp_best_loss_speedup_seconds": 1.3,
+            "mlp_best_test_accuracy_delta_points": 1.0,  # pgd_tuned's, the fastest in seconds
+            "cnn_best_loss_speedup_steps": None,
+            "cnn_best_loss_speedup_seconds": None,
+            "cnn_best_test_accuracy_delta_points": None,
+            **cost,
+        }
+    )
 
 
 def test_summary_agrees_with_the_curves(quick_run):
@@ -52,6 +88,11 @@ def test_oracle_diagnostic_runs_every_variant(quick_run):
     written = json.loads((output / "pgd_oracle_quick.json").read_text())
     assert written["curves"] == json.loads(json.dumps(result["oracle"]))
     assert set(written["curves"]) == {"sgd", "exact_top_k_half_renewal", "exact_top_k"}
+    sgd_loss = written["curves"]["sgd"][0]["train_loss"][-1]  # --quick runs one seed
+    assert written["headline"]["sgd_final_train_loss"] == pytest.approx(sgd_loss)
+    assert written["headline"]["exact_top_k_half_renewal_vs_sgd_final_loss"] == pytest.approx(
+        written["curves"]["exact_top_k_half_renewal"][0]["train_loss"][-1] / sgd_loss
+    )
     for runs in written["curves"].values():
         assert runs[0]["step"] == list(range(11))  # --quick: 10 steps, evaluated every step
         assert runs[0]["train_loss"][0] == written["curves"]["sgd"][0]["train_loss"][0]
@@ -86,3 +127,4 @@ def test_gather_quick_writes_json_and_png(tmp_path, load_benchmark):
             assert row[key] > 0, key
         assert row["ratio"] == pytest.approx(row["data_source_ms"] / row["in_memory_ms"])
     assert "| 128 |" in written["markdown"]
+    assert written["headline"]["data_source_vs_memory_b128"] == rows[1]["ratio"]

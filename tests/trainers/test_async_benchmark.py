@@ -30,6 +30,19 @@ def test_quick_run_writes_json_and_png_with_every_method(quick_results):
     passm = next(r for r in result["runs"] if r["method"] == "passm")
     assert sum(passm["block_updates"]) == settings["num_steps"]  # one block per PASSM step
     assert [row["method"] for row in result["summary"]] == ["sync", "assm", "passm", "passm_plus"]
+    headline = result["headline"]
+    assert set(headline) == {
+        "assm_speedup_c2", "assm_accuracy_gap_points_c2", "passm_speedup_c2",
+        "passm_accuracy_gap_points_c2", "passm_plus_speedup_c2",
+        "passm_plus_accuracy_gap_points_c2", "backward_flop_saving_c2", "step_flop_saving_c2",
+    }  # fmt: skip
+    passm_plus = result["summary"][3]
+    assert headline["passm_plus_speedup_c2"] == passm_plus["median_speedup_vs_sync"]
+    assert headline["passm_plus_accuracy_gap_points_c2"] == pytest.approx(
+        100 * passm_plus["mean_accuracy_gap_vs_sync"]
+    )
+    saving = result["flops"]["per_worker_count"]["2"]["backward_saving_fraction"]
+    assert headline["backward_flop_saving_c2"] == saving
 
 
 def test_flop_counts_follow_restricted_backprop(quick_results):
