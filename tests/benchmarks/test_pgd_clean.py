@@ -1,7 +1,9 @@
 """Runs benchmarks/pgd_clean.py --quick once and checks what its JSON says."""
 
 import json
+import re
 
+import numpy as np
 import pytest
 
 
@@ -42,3 +44,25 @@ def test_first_reaching_takes_the_first_evaluation_at_the_target(load_benchmark)
     assert first_reaching(curve, 1.0) == {"step": 20, "seconds": 2}
     assert first_reaching(curve, 0.5) == {"step": 30, "seconds": 3}
     assert first_reaching(curve, 0.1) is None
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--datasets", "digits,mnist"], r"--datasets: unknown \['mnist'\]; choose from digits"),
+        (["--methods", "sgd,pgdd"], r"--methods: unknown \['pgdd'\]; choose from sgd, pgd"),
+        (["--methods", "pgd"], r"--methods=pgd: add sgd .* or --merge"),
+    ],
+)
+def test_unknown_data_sets_and_methods_are_refused_before_training(
+    load_benchmark, capsys, arguments, message
+):
+    with pytest.raises(SystemExit):
+        load_benchmark("pgd_clean").main(arguments)
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_the_imbalanced_set_draws_class_k_in_proportion_to_0_6_to_the_k(load_benchmark):
+    counts = np.bincount(load_benchmark("pgd_clean").load("imbalanced", quick=True)["y"])
+    assert counts.sum() == 6_000 and np.all(np.diff(counts) < 0)
+    assert counts[-1] / counts[0] == pytest.approx(0.6**9, rel=0.5)
