@@ -29,7 +29,8 @@ baseline's seeds then differed 2.7x in time to the target.
 * ``assist``, ``assist_boss``, ``assist_boss_forward``, ``assist_oracle``: AutoAssist's filter
   with the raw-feature, the Boss-feature (its learner computing the features, or taking them
   from the Boss's forward pass) and the last-seen-loss Assistant (``selection_assist.py``);
-  ``--epochs`` epochs.
+  ``--epochs`` epochs, the last ``--assist-anneal`` of them (default 0, as in the paper) on
+  every example, as pruning's last δ.
 
 The learning rate is tuned for ``full`` (seed 0, over ``--lrs``, best final accuracy) and used
 by ``short`` and the Assistants; ``--tune-methods`` (``prune``, ``select``, ``sample``) are tuned
@@ -190,7 +191,7 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
         selection = InBatchSelection(1 / args.select_pool, mode=mode, seed=seed)
     warmup = args.warmup_epochs / args.epochs
     run = Run(data, seed, learning_rate, table, selection, warmup=warmup)
-    assist = None
+    assist, unfiltered = None, source
     if method in ASSIST_METHODS:
         assist = AssistMethod(
             method, run.model, data, seed, args.assist_base_prob, args.assist_train_every
@@ -212,22 +213,29 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
     steps_per_epoch = n // batch_size
     epochs = args.epochs if budget is None else math.ceil(budget / steps_per_epoch)
     total_steps = budget or epochs * steps_per_epoch
+    # The Assistants' anneal: the last --assist-anneal of the epochs train on every example,
+    # as pruning's last δ does (the filter's learner still gets every batch's losses).
+    annealed_from = round(args.epochs * (1 - args.assist_anneal)) if assist else epochs
     curve, seconds = [], 0.0
     for epoch in range(epochs):
-        start = time.perf_counter()
+        start, epoch_steps = time.perf_counter(), 0
+        if epoch == annealed_from:
+            dataset = unfiltered.batch(batch_size, drop_remainder=True).prefetch(2)
         iterator = iter(dataset)  # deleted after the clock stops: see iterator_teardown.py
         for batch in iterator:
             if budget is not None and run.steps >= budget:
                 break
             if method == "prune":
                 done = stage.seen_inputs.value() / (args.epochs * n)
+            elif epoch >= annealed_from:
+                done = (epoch + epoch_steps / steps_per_epoch) / args.epochs
             elif assist is not None:
                 done = assist.stage.seen.value() / (args.epochs * n)
             else:
                 done = run.steps / total_steps
             run.set_progress(done)
             out = run.step(batch)
-            run.steps += 1
+            run.steps, epoch_steps = run.steps + 1, epoch_steps + 1
             if assist is not None:
                 assist.after_step(batch, out, run.steps)
         seconds += time.perf_counter() - start
@@ -486,6 +494,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--assist-base-prob", type=float, default=0.3, help="the filter's γ")
     parser.add_argument(
+        "--assist-anneal",
+        type=float,
+        default=0.0,
+        help="the Assistants train on every example for this last fraction of the epochs "
+        "(pruning's δ); 0: filtered to the end, as in the paper",
+    )
+    parser.add_argument(
         "--assist-train-every",
         type=int,
         default=4,
@@ -525,6 +540,8 @@ def _resolve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argpa
         parser.error(f"--fixed-lrs {args.fixed_lrs!r}: expected METHOD=RATE pairs, e.g. prune=0.05")
     if not set(args.fixed_lrs) <= set(args.methods):
         parser.error(f"--fixed-lrs names methods not in --methods: {sorted(args.fixed_lrs)}")
+    if not 0 <= args.assist_anneal <= 1:
+        parser.error(f"--assist-anneal {args.assist_anneal}: expected a fraction in [0, 1]")
     if not 0 <= args.warmup_epochs <= args.epochs:
         parser.error(
             f"--warmup-epochs {args.warmup_epochs}: expected 0 to --epochs ({args.epochs})"

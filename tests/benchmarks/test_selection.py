@@ -165,3 +165,18 @@ def test_fixed_learning_rates_skip_tuning_and_bad_flags_are_refused(load_benchma
     with pytest.raises(SystemExit):
         bench.parse_args(["--warmup-epochs", "-1"])
     assert "--warmup-epochs -1.0: expected 0 to --epochs (16)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--assist-anneal", "1.5"])
+    assert "--assist-anneal 1.5: expected a fraction in [0, 1]" in capsys.readouterr().err
+
+
+def test_annealed_assistant_trains_its_last_epochs_on_every_example(tmp_path, load_benchmark):
+    output = tmp_path / "selection.json"
+    arguments = ["--quick", "--output", str(output), "--cache", str(tmp_path / "cache")]
+    arguments += ["--methods", "full,prune,assist_oracle", "--assist-anneal", "0.34"]
+    runs = {run["method"]: run for run in load_benchmark("selection").main(arguments)["runs"]}
+    full, assist = runs["full"]["curve"], runs["assist_oracle"]["curve"]
+    per_epoch = full[0]["steps"]  # --quick: 3 epochs; round(3 x 0.66) = 2 filtered, 1 not
+    assert [point["steps"] for point in full] == [per_epoch, 2 * per_epoch, 3 * per_epoch]
+    assert assist[1]["steps"] < 2 * per_epoch  # the filter dropped examples in epochs 1-2
+    assert assist[2]["steps"] - assist[1]["steps"] == per_epoch  # epoch 3: every example
