@@ -367,7 +367,7 @@ def headline(summary: list[dict], flops: dict) -> dict[str, float | None]:
             continue
         name, speedup = f"{row['method']}_%s_c{row['num_workers']}", row["median_speedup_vs_sync"]
         figures[name % "speedup"] = None if speedup is None else float(speedup)
-        figures[name % "accuracy_gap_points"] = 100.0 * row["mean_accuracy_gap_vs_sync"]
+        figures[name % "accuracy_gap_points"] = float(100 * row["mean_accuracy_gap_vs_sync"])
     for workers, saving in flops["per_worker_count"].items():
         figures[f"backward_flop_saving_c{workers}"] = float(saving["backward_saving_fraction"])
         figures[f"step_flop_saving_c{workers}"] = float(saving["step_saving_fraction"])

@@ -71,6 +71,8 @@ def test_quick_run_headline_is_computed_from_its_table(quick_results, load_bench
     assert next(iter(result)) == "headline"
     assert result["headline"] == load_benchmark("echo_time_to_target").headline(result["table"])
     assert {"network_best_e2_speedup", "network_auto_vs_best_fixed"} <= set(result["headline"])
+    # The project's rule for every results JSON: floats, or null where not reached (not ints).
+    assert all(v is None or type(v) is float for v in result["headline"].values())
 
 
 def test_headline_takes_the_best_fixed_variant_and_nulls_what_was_not_reached(load_benchmark):
@@ -103,6 +105,26 @@ def test_headline_takes_the_best_fixed_variant_and_nulls_what_was_not_reached(lo
             "final_accuracy_delta_worst_points": -0.5,
         }
     )
+
+
+def test_headline_ratio_is_null_when_no_fixed_variant_reached_the_target(load_benchmark):
+    headline = load_benchmark("echo_time_to_target").headline
+    table = [
+        {"scenario": "cpu", "variant": "baseline", "factor": 1, "speedup": 1.0,
+         "final_accuracy": None, "R": {"mean": 3.0}},
+        {"scenario": "cpu", "variant": "after_batch", "factor": 4, "speedup": None,
+         "final_accuracy": None, "R": None},
+        {"scenario": "cpu", "variant": "auto", "factor": "auto", "speedup": 1.2,
+         "final_accuracy": None, "R": None},
+    ]  # fmt: skip
+    assert headline(table) == {
+        "cpu_R": 3.0,
+        "cpu_best_e4_speedup": None,
+        "cpu_best_fixed_speedup": None,
+        "cpu_auto_speedup": 1.2,
+        "cpu_auto_vs_best_fixed": None,
+        "final_accuracy_delta_worst_points": None,  # no final-accuracy runs
+    }
 
 
 def test_notebook_draws_the_results_without_training(quick_results, execute_notebook):

@@ -24,7 +24,21 @@ def test_every_variant_is_measured_both_ways(results):
             row["uncompiled_seconds_per_step"] / row["compiled_seconds_per_step"]
         )
     assert output.with_suffix(".png").stat().st_size > 0
+    assert next(iter(data)) == "headline"
+    assert all(type(value) is float for value in data["headline"].values())
     assert data["headline"] == {
         "mnist1d_mlp_plain_speedup": data["rows"][0]["speedup"],
         "mnist1d_mlp_pgd_speedup": data["rows"][1]["speedup"],
     }
+
+
+def test_headline_names_each_rows_speedup_as_a_float(load_benchmark):
+    headline = load_benchmark("jit_compile").headline
+    rows = [
+        {"model": "resnet_small", "variant": "plain", "speedup": 1.5},
+        {"model": "resnet_small", "variant": "pgd", "speedup": 2},  # an int comes out a float
+    ]
+    figures = headline(rows)
+    assert figures == {"resnet_small_plain_speedup": 1.5, "resnet_small_pgd_speedup": 2.0}
+    assert all(type(value) is float for value in figures.values())
+    assert headline([]) == {}

@@ -30,7 +30,9 @@ def test_quick_run_writes_json_and_png_with_every_method(quick_results):
     passm = next(r for r in result["runs"] if r["method"] == "passm")
     assert sum(passm["block_updates"]) == settings["num_steps"]  # one block per PASSM step
     assert [row["method"] for row in result["summary"]] == ["sync", "assm", "passm", "passm_plus"]
+    assert next(iter(result)) == "headline"
     headline = result["headline"]
+    assert all(value is None or type(value) is float for value in headline.values())
     assert set(headline) == {
         "assm_speedup_c2", "assm_accuracy_gap_points_c2", "passm_speedup_c2",
         "passm_accuracy_gap_points_c2", "passm_plus_speedup_c2",
@@ -90,6 +92,48 @@ def test_summary_measures_time_to_sync_accuracy_minus_half_a_point(load_benchmar
     assert rows["passm_plus"]["median_speedup_vs_sync"] == pytest.approx(1.5)
     assert rows["passm"]["mean_accuracy_gap_vs_sync"] == pytest.approx(-0.2)
     assert "| passm_plus | 2 | 1/1 | 2.0 | 1.50 |" in bench.markdown_table(list(rows.values()))
+
+
+def test_headline_gives_speedups_gaps_in_points_and_flop_savings_per_worker_count(
+    load_benchmark,
+):
+    headline = load_benchmark("async_partitioned").headline
+
+    def row(method, workers, speedup, gap):
+        return {"method": method, "num_workers": workers, "median_speedup_vs_sync": speedup,
+                "mean_accuracy_gap_vs_sync": gap}  # fmt: skip
+
+    summary = [
+        row("sync", 0, 1.0, 0.0),  # the reference: no figures of its own
+        row("assm", 2, 1.5, -0.004),
+        row("passm", 2, None, -0.15),  # never reached synchronous SGD's accuracy
+        row("passm_plus", 2, 2, 0),  # ints come out floats
+        row("passm_plus", 4, None, -0.3),
+    ]
+    flops = {"per_worker_count": {
+        "2": {"backward_saving_fraction": 0.5, "step_saving_fraction": 0.25,
+              "paper_backward_saving_fraction": 0.25},
+        "4": {"backward_saving_fraction": 0.6, "step_saving_fraction": 0.4,
+              "paper_backward_saving_fraction": 0.375},
+    }}  # fmt: skip
+    figures = headline(summary, flops)
+    assert figures == pytest.approx(
+        {
+            "assm_speedup_c2": 1.5,
+            "assm_accuracy_gap_points_c2": -0.4,
+            "passm_speedup_c2": None,
+            "passm_accuracy_gap_points_c2": -15.0,
+            "passm_plus_speedup_c2": 2.0,
+            "passm_plus_accuracy_gap_points_c2": 0.0,
+            "passm_plus_speedup_c4": None,
+            "passm_plus_accuracy_gap_points_c4": -30.0,
+            "backward_flop_saving_c2": 0.5,
+            "step_flop_saving_c2": 0.25,
+            "backward_flop_saving_c4": 0.6,
+            "step_flop_saving_c4": 0.4,
+        }
+    )
+    assert all(value is None or type(value) is float for value in figures.values())
 
 
 @pytest.mark.parametrize("which", ["quick", "committed"])
