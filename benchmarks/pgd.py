@@ -508,21 +508,25 @@ def headline(summary: dict, cost: dict) -> dict[str, float | None]:
     ``{model}_best_loss_speedup_steps`` / ``_seconds``: the largest speed-up to SGD's loss target
     over the PGD variants that reached it on every seed (target 1.6; null if none did);
     ``{model}_best_test_accuracy_delta_points``: that variant's (by seconds) final test accuracy
-    minus SGD's; ``top_k_ms``, ``proportional_ms``, ``update_ms``: per-step selection and table
-    update at ``cost["num_examples"]`` examples.
+    minus SGD's, in percentage points (target >= 0); ``top_k_ms``, ``proportional_ms``,
+    ``update_ms``: per-step selection and table update at ``cost["num_examples"]`` examples.
+    A speed-up ``summarize`` left null (target already met at step 0) counts as not reached.
     """
     figures: dict[str, float | None] = {}
     for model, results in summary.items():
         methods = results["methods"]
         reached = [m for n, m in methods.items() if n != "sgd" and m["loss_all_reached"]]
-        fastest = max(reached, key=lambda m: m["loss_speedup_seconds"], default=None)
         for unit in ("steps", "seconds"):
-            best = max((m[f"loss_speedup_{unit}"] for m in reached), default=None)
+            speedups = [m[f"loss_speedup_{unit}"] for m in reached]
+            best = max((s for s in speedups if s is not None), default=None)
             figures[f"{model}_best_loss_speedup_{unit}"] = None if best is None else float(best)
+        timed = [m for m in reached if m["loss_speedup_seconds"] is not None]
+        fastest = max(timed, key=lambda m: m["loss_speedup_seconds"], default=None)
         figures[f"{model}_best_test_accuracy_delta_points"] = (
             None
             if fastest is None
-            else 100.0 * (fastest["final_test_accuracy"] - methods["sgd"]["final_test_accuracy"])
+            else 100.0
+            * (float(fastest["final_test_accuracy"]) - float(methods["sgd"]["final_test_accuracy"]))
         )
     for name in ("top_k_ms", "proportional_ms", "update_ms"):
         figures[name] = float(cost[name])

@@ -14,6 +14,12 @@ def quick_run(tmp_path_factory, load_benchmark):
     return output, result
 
 
+def assert_floats_or_none(headline):
+    assert headline
+    for key, value in headline.items():
+        assert value is None or type(value) is float, f"{key} = {value!r}"
+
+
 def test_quick_run_writes_json_and_png(quick_run):
     output, result = quick_run
     assert (output / "pgd_quick.png").stat().st_size > 10_000
@@ -25,6 +31,7 @@ def test_quick_run_writes_json_and_png(quick_run):
     assert cost["num_examples"] == 10_000
     assert all(cost[key] > 0 for key in ("top_k_ms", "proportional_ms", "update_ms"))
     assert next(iter(written)) == "headline"
+    assert_floats_or_none(written["headline"])
     assert written["headline"]["top_k_ms"] == cost["top_k_ms"]
     assert set(written["headline"]) >= {
         "logistic_best_loss_speedup_steps", "logistic_best_loss_speedup_seconds",
@@ -47,9 +54,13 @@ def test_headline_is_the_fastest_pgd_variant_that_reached_sgds_loss_on_every_see
             "pgd_proportional": method(False, 3.0, 3.0),  # faster on some seeds, not on all
         }},
         "cnn": {"methods": {"sgd": method(True, 1.0, 1.0), "pgd_paper": method(False)}},
+        # SGD's best loss at step 0: every seed "reaches" it at once, summarize leaves no speed-up.
+        "logistic": {"methods": {"sgd": method(True), "pgd_paper": method(True),
+                                 "pgd_tuned": method(True)}},
     }  # fmt: skip
-    cost = {"top_k_ms": 2.0, "proportional_ms": 1.0, "update_ms": 0.5}
-    assert headline(summary, cost) == pytest.approx(
+    cost = {"num_examples": 10, "top_k_ms": 2, "proportional_ms": 1.0, "update_ms": 0.5}
+    figures = headline(summary, cost)
+    assert figures == pytest.approx(
         {
             "mlp_best_loss_speedup_steps": 1.8,
             "mlp_best_loss_speedup_seconds": 1.3,
@@ -57,8 +68,62 @@ def test_headline_is_the_fastest_pgd_variant_that_reached_sgds_loss_on_every_see
             "cnn_best_loss_speedup_steps": None,
             "cnn_best_loss_speedup_seconds": None,
             "cnn_best_test_accuracy_delta_points": None,
-            **cost,
+            "logistic_best_loss_speedup_steps": None,
+            "logistic_best_loss_speedup_seconds": None,
+            "logistic_best_test_accuracy_delta_points": None,
+            "top_k_ms": 2.0,
+            "proportional_ms": 1.0,
+            "update_ms": 0.5,
         }
+    )
+    assert_floats_or_none(figures)  # the int top_k_ms comes out a float
+
+
+def test_gather_headline_is_each_rows_ratios(load_benchmark):
+    gather_headline = load_benchmark("pgd").gather_headline
+    rows = [
+        {"batch_size": 16, "in_memory_ms": 1.0, "ratio": 3, "python_decode_ratio": 5.5},
+        {"batch_size": 1024, "in_memory_ms": 2.0, "ratio": 6.25, "python_decode_ratio": 49.0},
+    ]
+    figures = gather_headline({"num_examples": 100, "repeats": 2, "rows": rows})
+    assert figures == {
+        "data_source_vs_memory_b16": 3.0,
+        "data_source_python_decode_vs_memory_b16": 5.5,
+        "data_source_vs_memory_b1024": 6.25,
+        "data_source_python_decode_vs_memory_b1024": 49.0,
+    }
+    assert_floats_or_none(figures)
+
+
+def test_oracle_headline_is_the_mean_final_loss_and_the_renewal_variants_ratio(load_benchmark):
+    oracle_headline = load_benchmark("pgd").oracle_headline
+
+    def runs(*finals):
+        return [{"step": [0, 5], "train_loss": [2.3, final]} for final in finals]
+
+    figures = oracle_headline(
+        {"sgd": runs(1.0, 0.5), "exact_top_k_half_renewal": runs(1.2, 1.8), "exact_top_k": runs(3)}
+    )
+    assert figures == pytest.approx(
+        {
+            "sgd_final_train_loss": 0.75,  # the last evaluation's loss, averaged over seeds
+            "exact_top_k_half_renewal_final_train_loss": 1.5,
+            "exact_top_k_final_train_loss": 3.0,
+            "exact_top_k_half_renewal_vs_sgd_final_loss": 2.0,
+        }
+    )
+    assert_floats_or_none(figures)
+    # A variant not run: its ratio is null, not an error.
+    missing = oracle_headline({"sgd": runs(1.0)})
+    assert missing == {
+        "sgd_final_train_loss": 1.0,
+        "exact_top_k_half_renewal_vs_sgd_final_loss": None,
+    }
+    assert (
+        oracle_headline({"exact_top_k_half_renewal": runs(1.0)})[
+            "exact_top_k_half_renewal_vs_sgd_final_loss"
+        ]
+        is None
     )
 
 
@@ -88,6 +153,8 @@ def test_oracle_diagnostic_runs_every_variant(quick_run):
     written = json.loads((output / "pgd_oracle_quick.json").read_text())
     assert written["curves"] == json.loads(json.dumps(result["oracle"]))
     assert set(written["curves"]) == {"sgd", "exact_top_k_half_renewal", "exact_top_k"}
+    assert next(iter(written)) == "headline"
+    assert_floats_or_none(written["headline"])
     sgd_loss = written["curves"]["sgd"][0]["train_loss"][-1]  # --quick runs one seed
     assert written["headline"]["sgd_final_train_loss"] == pytest.approx(sgd_loss)
     assert written["headline"]["exact_top_k_half_renewal_vs_sgd_final_loss"] == pytest.approx(
@@ -127,4 +194,6 @@ def test_gather_quick_writes_json_and_png(tmp_path, load_benchmark):
             assert row[key] > 0, key
         assert row["ratio"] == pytest.approx(row["data_source_ms"] / row["in_memory_ms"])
     assert "| 128 |" in written["markdown"]
+    assert next(iter(written)) == "headline"
+    assert_floats_or_none(written["headline"])
     assert written["headline"]["data_source_vs_memory_b128"] == rows[1]["ratio"]
