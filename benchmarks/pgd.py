@@ -594,88 +594,92 @@ def main(argv: list[str] | None = None) -> dict:
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.seeds, num_samples, args.models = 1, 1000, "logistic"
+        args.seeds, args.models = 1, "logistic"
         args.batch_size, args.selection_examples = 16, 10_000
-        steps, eval_every, repeats = args.steps or 20, 5, 3
-    else:
-        num_samples, steps, eval_every, repeats = 5000, args.steps or 1500, 25, 30
-
+    args.output.mkdir(parents=True, exist_ok=True)
     if args.gather:
-        gather = gather_cost(
-            1000 if args.quick else 4000,
-            [16, 128] if args.quick else [16, 80, 256, 1024],
-            repeats=5 if args.quick else 200,
-            data_dir=args.data_dir,
-        )
-        text = gather_markdown(gather)
-        print(text)
-        args.output.mkdir(parents=True, exist_ok=True)
-        stem = "pgd_gather_quick" if args.quick else "pgd_gather"
-        command = "python benchmarks/pgd.py --gather" + (" --quick" if args.quick else "")
-        (args.output / f"{stem}.json").write_text(
-            json.dumps(
-                {
-                    "headline": gather_headline(gather),
-                    "command": command,
-                    "machine": {
-                        "platform": platform.platform(),
-                        "cpus": os.cpu_count(),
-                        "tensorflow": tf.__version__,
-                    },
-                    "gather_cost": gather,
-                    "markdown": text,
-                },
-                indent=1,
-            )
-        )
-        plot_gather(gather, args.output / f"{stem}.png")
-        return {"gather": gather}
-    data = load_mnist1d(num_samples)
+        return {"gather": run_gather(args)}
+    data = load_mnist1d(1000 if args.quick else 5000)
     if args.oracle:
-        oracle_steps = args.steps or (10 if args.quick else 600)
-        oracle = oracle_diagnostic(
-            data, seeds=args.seeds, steps=oracle_steps, batch_size=args.batch_size
-        )
-        lines = ["| variant | mean training loss at steps " + str(oracle["sgd"][0]["step"]) + " |"]
-        lines.append("|---|---|")
-        for variant, runs in oracle.items():
-            mean = np.mean([run["train_loss"] for run in runs], axis=0)
-            lines.append(f"| {variant} | " + ", ".join(f"{v:.3f}" for v in mean) + " |")
-        print("\n".join(lines))
-        args.output.mkdir(parents=True, exist_ok=True)
-        command = "python benchmarks/pgd.py --oracle" + (" --quick" if args.quick else "")
-        (args.output / ("pgd_oracle_quick.json" if args.quick else "pgd_oracle.json")).write_text(
-            json.dumps(
-                {
-                    "headline": oracle_headline(oracle),
-                    "command": command,
-                    "curves": oracle,
-                    "markdown": "\n".join(lines),
-                }
-            )
-        )
-        return {"oracle": oracle}
+        return {"oracle": run_oracle(args, data)}
+    return run_comparison(args, data)
+
+
+def _machine() -> dict:
+    return {"platform": platform.platform(), "cpus": os.cpu_count(), "tensorflow": tf.__version__}
+
+
+def _command(*flags: str, quick: bool) -> str:
+    return " ".join(["python benchmarks/pgd.py", *flags, *(["--quick"] if quick else [])])
+
+
+def run_gather(args) -> dict:
+    """``--gather``: the batch gather cost, into ``pgd_gather.json`` and ``.png``."""
+    gather = gather_cost(
+        1000 if args.quick else 4000,
+        [16, 128] if args.quick else [16, 80, 256, 1024],
+        repeats=5 if args.quick else 200,
+        data_dir=args.data_dir,
+    )
+    text = gather_markdown(gather)
+    print(text)
+    stem = "pgd_gather_quick" if args.quick else "pgd_gather"
+    result = {
+        "headline": gather_headline(gather),
+        "command": _command("--gather", quick=args.quick),
+        "machine": _machine(),
+        "gather_cost": gather,
+        "markdown": text,
+    }
+    (args.output / f"{stem}.json").write_text(json.dumps(result, indent=1))
+    plot_gather(gather, args.output / f"{stem}.png")
+    return gather
+
+
+def run_oracle(args, data: dict) -> dict:
+    """``--oracle``: the exact-priority diagnostic's curves, into ``pgd_oracle.json``."""
+    steps = args.steps or (10 if args.quick else 600)
+    oracle = oracle_diagnostic(data, seeds=args.seeds, steps=steps, batch_size=args.batch_size)
+    lines = ["| variant | mean training loss at steps " + str(oracle["sgd"][0]["step"]) + " |"]
+    lines.append("|---|---|")
+    for variant, runs in oracle.items():
+        mean = np.mean([run["train_loss"] for run in runs], axis=0)
+        lines.append(f"| {variant} | " + ", ".join(f"{v:.3f}" for v in mean) + " |")
+    print("\n".join(lines))
+    result = {
+        "headline": oracle_headline(oracle),
+        "command": _command("--oracle", quick=args.quick),
+        "curves": oracle,
+        "markdown": "\n".join(lines),
+    }
+    stem = "pgd_oracle_quick" if args.quick else "pgd_oracle"
+    (args.output / f"{stem}.json").write_text(json.dumps(result))
+    return oracle
+
+
+def run_comparison(args, data: dict) -> dict:
+    """SGD against every PGD method, per model and seed, into ``pgd.json`` and ``.png``."""
+    default_steps, eval_every, repeats = (20, 5, 3) if args.quick else (1500, 25, 30)
+    steps = args.steps or default_steps
     models = args.models.split(",")
     curves: dict = {model: {method: [] for method in METHODS} for model in models}
     for model_name in models:
         for seed in range(args.seeds):
             for method in METHODS:
                 start = time.perf_counter()
-                curves[model_name][method].append(
-                    train(
-                        model_name,
-                        method,
-                        seed,
-                        data,
-                        steps=steps,
-                        batch_size=args.batch_size,
-                        eval_every=eval_every,
-                    )
+                run = train(
+                    model_name,
+                    method,
+                    seed,
+                    data,
+                    steps=steps,
+                    batch_size=args.batch_size,
+                    eval_every=eval_every,
                 )
+                curves[model_name][method].append(run)
                 print(
                     f"{model_name:8s} {method:17s} seed {seed}: final loss "
-                    f"{curves[model_name][method][-1]['train_loss'][-1]:.4f} acc "
-                    f"{curves[model_name][method][-1]['test_accuracy'][-1]:.3f} "
+                    f"{run['train_loss'][-1]:.4f} acc {run['test_accuracy'][-1]:.3f} "
                     f"({time.perf_counter() - start:.1f} s)",
                     file=sys.stderr,
                 )
@@ -683,17 +687,11 @@ def main(argv: list[str] | None = None) -> dict:
     summary = summarize(curves)
     table = markdown(summary, cost)
     print(table)
-
-    args.output.mkdir(parents=True, exist_ok=True)
     stem = "pgd_quick" if args.quick else "pgd"
     result = {
         "headline": headline(summary, cost),
-        "command": "python benchmarks/pgd.py" + (" --quick" if args.quick else ""),
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "tensorflow": tf.__version__,
-        },
+        "command": _command(quick=args.quick),
+        "machine": _machine(),
         "settings": {
             "num_train_examples": int(data["x"].shape[0]),
             "num_test_examples": int(data["x_test"].shape[0]),
