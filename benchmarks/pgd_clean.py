@@ -28,7 +28,10 @@ layer of 300 ReLU units, trains with plain SGD on batches of 2% of N: k = r = 1%
   new parameters and ``ḡ``, since the step changes exactly those priorities most;
 * ``pgd_fresh_pool`` (candidate fix): no table; each step scores a random pool of 4k examples
   by one forward-mode JVP with the shipped ``ḡ`` and takes its top k, plus the renewal ids, so
-  no priority is older than the step.
+  no priority is older than the step;
+* ``oracle_normalized`` (ablation): the oracle's batches with each step divided by its batch's
+  alignment (below) when that is over 1, so the step goes as far along the full gradient as a
+  uniform batch's: does top-k give a better direction, or only a longer step?
 
 The learning rate is tuned per method on seed 0 (the grid's lowest mean log training loss over
 the run, so early and late progress both count), then every method runs ``--seeds`` seeds at
@@ -83,6 +86,7 @@ METHODS = (
     "oracle",
     "pgd_post_step",
     "pgd_fresh_pool",
+    "oracle_normalized",
 )
 # pgd_fresh_pool scores a random pool of this many times k examples per step.
 POOL_FACTOR = 4
@@ -192,7 +196,7 @@ class Run:
         """The batch's ids for ``step`` and, from the sampler, which of them are renewals."""
         if self.method == "sgd":
             return sgd_ids, None
-        if self.method == "oracle":
+        if self.method in ("oracle", "oracle_normalized"):
             return self._oracle_ids(step), None
         if self.method == "pgd_fresh_pool":
             return self._pool_ids(step), None
@@ -208,7 +212,10 @@ class Run:
             loss = tf.reduce_mean(
                 LOSS(tf.gather(self.y, ids), self.model(tf.gather(self.x, ids), training=True))
             )
-        batch = tape.gradient(loss, self.variables)
+        return self._alignment_of(tape.gradient(loss, self.variables))
+
+    def _alignment_of(self, batch: list[tf.Tensor]) -> tf.Tensor:
+        """``G·∇L / ‖∇L‖²`` of the batch gradient ``G``, at the current parameters."""
         full = self._full_gradient()
         dot = tf.add_n([tf.reduce_sum(b * f) for b, f in zip(batch, full, strict=True)])
         return dot / tf.add_n([tf.reduce_sum(f * f) for f in full])
@@ -232,8 +239,11 @@ class Run:
                     LOSS(tf.boolean_mask(y, renewed), self.model(tf.boolean_mask(x, renewed)))
                 )
             renewal_gradients = tape.gradient(renewal_loss, self.variables)
+        rate = self.rate
+        if self.method == "oracle_normalized":
+            rate /= tf.maximum(self._alignment_of(gradients), 1.0)
         for variable, gradient in zip(self.variables, gradients, strict=True):
-            variable.assign_sub(self.rate * gradient)
+            variable.assign_sub(rate * gradient)
         if self.method in ("pgd", "pgd_fresh_pool", "pgd_no_extrapolation"):
             self.feedback.update(ids, priorities, gradients, step)
         elif self.method == "pgd_exact_gbar":

@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +67,22 @@ def test_the_imbalanced_set_draws_class_k_in_proportion_to_0_6_to_the_k(load_ben
     counts = np.bincount(load_benchmark("pgd_clean").load("imbalanced", quick=True)["y"])
     assert counts.sum() == 6_000 and np.all(np.diff(counts) < 0)
     assert counts[-1] / counts[0] == pytest.approx(0.6**9, rel=0.5)
+
+
+def test_normalized_oracle_steps_as_far_along_the_full_gradient_as_a_uniform_batch(
+    load_benchmark,
+):
+    benchmark = load_benchmark("pgd_clean")
+    data = benchmark.load("digits", quick=True)
+    step, no_ids = tf.constant(0, tf.int64), tf.zeros([0], tf.int64)
+    moves = {}
+    for method in ("oracle", "oracle_normalized"):
+        run = benchmark.Run(data, method, learning_rate=0.1, seed=0)  # the same initial weights
+        before = [v.numpy() for v in run.variables]
+        alignment = float(run.alignment(step, no_ids))
+        run.step(step, no_ids)
+        moves[method] = np.sqrt(
+            sum(np.sum((v.numpy() - b) ** 2) for v, b in zip(run.variables, before, strict=True))
+        )
+    assert alignment > 1  # top-k of exact priorities: a longer step than a uniform batch's
+    assert moves["oracle_normalized"] == pytest.approx(moves["oracle"] / alignment, rel=1e-3)
