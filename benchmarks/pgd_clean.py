@@ -8,9 +8,8 @@ Example::
 Issue 13, item 5. Two data sets with no label noise: scikit-learn's digits (1,797 x 64) and
 ``make_classification`` (60,000 x 100, 10 classes, ``flip_y=0``); ``--datasets imbalanced`` is
 that set with class k drawn in proportion to 0.6^k (the rarest 1% of the largest). The paper's
-model, one hidden
-layer of 300 ReLU units, trains with plain SGD on batches of 2% of N: k = r = 1% of N
-(``top_ratio = renew_ratio = 0.5``). Methods, each from the same initial weights:
+model, one hidden layer of 300 ReLU units, trains with plain SGD on batches of 2% of N:
+k = r = 1% of N (``top_ratio = renew_ratio = 0.5``). Methods, each from the same initial weights:
 
 * ``sgd``: reshuffled epochs;
 * ``pgd``: the shipped estimator: ``echoing.PrioritySampler`` (top-k of the log-linear
@@ -103,9 +102,9 @@ def load(name: str, quick: bool) -> dict[str, np.ndarray]:
         # "imbalanced": the same set with class k drawn in proportion to 0.6^k, so the rarest
         # class is 1% of the largest: a few examples carry much of the loss for long, the
         # regime where top-k selection could beat uniform batches.
-        weights = 0.6 ** np.arange(10) if name == "imbalanced" else None
+        weights = list(0.6 ** np.arange(10) / np.sum(0.6 ** np.arange(10)))
         x, y = datasets.make_classification(
-            weights=None if weights is None else list(weights / weights.sum()),
+            weights=weights if name == "imbalanced" else None,
             n_samples=6_000 if quick else 60_000,
             n_features=100,
             n_informative=40,
