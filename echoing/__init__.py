@@ -19,6 +19,7 @@ from echoing.batch_selection import sample_rows, select_rows
 from echoing.boss_features import BossFeatures
 from echoing.diagnose import diagnose, format_diagnosis
 from echoing.echo import echo
+from echoing.ids import with_ids
 from echoing.loss_pruning import LossPruning, loss_prune
 from echoing.loss_table import LossInbox, LossTable
 from echoing.priority_distributed import distributed_priority_sample
@@ -55,4 +56,5 @@ __all__ = [
     "priority_sample",
     "sample_rows",
     "select_rows",
+    "with_ids",
 ]

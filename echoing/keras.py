@@ -8,11 +8,10 @@ Example::
     import echoing
 
     n = 256
+    x = np.random.default_rng(0).normal(size=(n, 8)).astype("float32")
+    y = np.arange(n) % 2
     table = echoing.LossTable(n)
-    source = tf.data.Dataset.from_tensor_slices({
-        "inputs": np.random.default_rng(0).normal(size=(n, 8)).astype("float32"),
-        "label": np.arange(n) % 2, "id": np.arange(n),
-    })
+    source = echoing.with_ids(tf.data.Dataset.from_tensor_slices((x, y)))
     pruned = source.shuffle(n).apply(echoing.loss_prune(table, num_epochs=3, seed=0))
     net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
     model = echoing.keras.LossFeedback(
@@ -21,17 +20,21 @@ Example::
             from_logits=True, reduction=None),
         observers=[table.update],
     )
-    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile("sgd", metrics=["accuracy"])  # trains on per_example_loss's mean
     model.fit(pruned.batch(32).map(echoing.keras.fit_inputs), epochs=3, verbose=0)
     print(int(table.seen.numpy().sum()))  # 256: every example's loss, from its own train step
+    model.evaluate(x, y, verbose=0)  # plain arrays: evaluation and prediction need no ids
+    model.predict(x, verbose=0)
 
 ``model.fit`` hands neither the example ids nor the per-example losses to anything a user can
-reach. ``LossFeedback`` wraps a model so that its inputs carry the ids (``x = {"inputs": ...,
-"id": ...}``, which ``fit_inputs`` builds from a batch dict) and its ``compute_loss`` also calls
-every observer with ``(ids, per_example_losses)`` of the training batch, inside the train step's
-graph: no extra forward pass, and under ``tf.distribute`` each replica reports its own rows.
-Observers must be graph-safe (``LossTable.update`` is); evaluation (``training=False``) does
-not report. The wrapped model is ``model.model``; save or export that one.
+reach. ``LossFeedback`` wraps a model so that its training inputs carry the ids (``x =
+{"inputs": ..., "id": ...}``, which ``fit_inputs`` builds from a batch dict, itself made from
+``(x, y)`` elements by ``echoing.with_ids``) and its ``compute_loss`` also calls every observer
+with ``(ids, per_example_losses)`` of the training batch, inside the train step's graph: no extra
+forward pass, and under ``tf.distribute`` each replica reports its own rows. Observers must be
+graph-safe (``LossTable.update`` is); evaluation (``training=False``) does not report, and takes
+the wrapped model's plain inputs as well. The wrapped model is ``model.model``; save or export
+that one.
 """
 
 from __future__ import annotations
@@ -49,13 +52,35 @@ from echoing.priority_feedback import PriorityFeedback
 Observer = Callable[[tf.Tensor, tf.Tensor], object]
 
 
-class LossFeedback(keras.Model):
+class _PerExampleLossModel(keras.Model):
+    """A wrapper whose ``compile`` defaults the loss to its ``per_example_loss``'s mean."""
+
+    def compile(self, optimizer="rmsprop", loss=None, *args, **kwargs):
+        """``keras.Model.compile``; without a ``loss``, ``per_example_loss``'s weighted mean."""
+        if loss is None:
+            loss = _MeanLoss(self.per_example_loss)
+        super().compile(optimizer, loss, *args, **kwargs)
+
+
+class LossFeedback(_PerExampleLossModel):
     """``model`` for ``fit``, reporting each train batch's ids and per-example losses.
+
+    Training needs ``x = {inputs_key: ..., id_key: ...}`` (``echoing.with_ids`` then
+    ``fit_inputs``) and refuses plain inputs when ``fit`` traces its step. Evaluation and
+    prediction (``training`` falsy) also take what the wrapped model takes: a dict holding
+    ``inputs_key`` gives the model ``x[inputs_key]``, anything else (an array, a tensor, a dict of
+    named inputs) is passed to it as it is.
+
+    ``compile(optimizer)`` without a ``loss`` trains on ``per_example_loss``'s mean, weighted by
+    the data's ``sample_weight`` like any compiled Keras loss (``sum(loss * w) / batch_size``,
+    the default ``"sum_over_batch_size"`` reduction), so the loss is written once; a ``loss``
+    given to ``compile`` trains instead. ``metrics`` work as for any model.
 
     Args:
       model: the Keras model to train; it receives ``x[inputs_key]``.
       per_example_loss: ``(y_true, y_pred) -> [B]`` unreduced, e.g. a Keras loss built with
-        ``reduction=None``; what the observers receive (the compiled loss still trains).
+        ``reduction=None``; what the observers receive, and what trains unless ``compile`` is
+        given a ``loss``.
       observers: callables ``(ids, losses)``, e.g. ``LossTable.update``.
       inputs_key, id_key: the keys of ``x`` holding the model's input and the example ids.
     """
@@ -91,10 +116,11 @@ class LossFeedback(keras.Model):
         self.inputs_key, self.id_key = inputs_key, id_key
 
     def call(self, x, training=None):
-        _require_ids(self, x)
-        return self.model(x[self.inputs_key], training=training)
+        return self.model(_model_inputs(self, x, training), training=training)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if training:
+            _require_ids(self, x)  # before the loss: the observers need the ids
         loss = super().compute_loss(
             x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
         )
@@ -107,7 +133,7 @@ class LossFeedback(keras.Model):
         return loss
 
 
-class PrioritizedModel(keras.Model):
+class PrioritizedModel(_PerExampleLossModel):
     """``model`` for ``fit``, trained by prioritized gradient descent (PGD).
 
     Example::
@@ -139,7 +165,9 @@ class PrioritizedModel(keras.Model):
     ``priority_sample -> fit_inputs -> fit``. Under ``tf.distribute`` build it (and compile it)
     inside ``strategy.scope()``, where ḡ's variables are created; each replica then writes its
     own rows and ḡ is kept in step on every replica. ``compile`` needs only the optimizer (and any
-    metrics); the step trains on ``per_example_loss``. The wrapped model is ``model.model``.
+    metrics); the step trains on ``per_example_loss``, and ``evaluate`` reports its weighted mean
+    (unless ``compile`` is given a ``loss``). Like ``LossFeedback``, it takes plain inputs in
+    ``evaluate`` and ``predict``. The wrapped model is ``model.model``.
 
     Args:
       model: the Keras model to train; it receives ``x[inputs_key]``.
@@ -176,8 +204,7 @@ class PrioritizedModel(keras.Model):
         self.feedback = PriorityFeedback(table, model.trainable_variables)
 
     def call(self, x, training=None):
-        _require_ids(self, x)
-        return self.model(x[self.inputs_key], training=training)
+        return self.model(_model_inputs(self, x, training), training=training)
 
     def train_step(self, data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
@@ -204,13 +231,53 @@ class PrioritizedModel(keras.Model):
 
 
 def _require_ids(owner: keras.Model, x) -> None:
-    """Refuses inputs without the example ids a wrapper reports by (at trace time)."""
+    """Refuses training inputs without the example ids a wrapper reports by (at trace time)."""
     if not isinstance(x, dict) or owner.inputs_key not in x or owner.id_key not in x:
         raise TypeError(
             f"{type(owner).__name__} needs x = {{{owner.inputs_key!r}: ..., {owner.id_key!r}: "
-            f"...}} so that it can report by example id, got {x!r}; map batch dicts with "
-            "echoing.keras.fit_inputs first."
+            f"...}} to train, so that it can report by example id, got {_describe(x)}; give (x, y) "
+            "elements ids with echoing.with_ids(dataset) and map its batches with "
+            "echoing.keras.fit_inputs, e.g. echoing.with_ids(dataset).batch(32).map("
+            "echoing.keras.fit_inputs). Evaluation and prediction take plain inputs."
         )
+
+
+def _describe(x) -> str:
+    """``x`` in a few words for an error message (not its values: they can be large)."""
+    if isinstance(x, dict):
+        return f"a dict with keys {sorted(map(str, x))}"
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        dtype = getattr(x.dtype, "name", x.dtype)
+        return f"a {type(x).__name__} of shape {tuple(x.shape)} and dtype {dtype}"
+    return f"a {type(x).__name__}"
+
+
+def _model_inputs(owner: keras.Model, x, training):
+    """What the wrapped model receives: ``x[inputs_key]`` of the id form, else ``x`` itself
+    (not in training, which needs the ids)."""
+    if training:
+        _require_ids(owner, x)
+    if isinstance(x, dict) and owner.inputs_key in x:
+        return x[owner.inputs_key]
+    return x
+
+
+class _MeanLoss(keras.losses.Loss):
+    """A per-example loss as a compiled Keras loss: Keras weights and reduces what it returns
+    (``"sum_over_batch_size"``: ``sum(loss * sample_weight) / batch_size``, masks included)."""
+
+    def __init__(self, per_example_loss: Callable[[tf.Tensor, tf.Tensor], tf.Tensor]):
+        super().__init__(name=getattr(per_example_loss, "name", "per_example_loss"))
+        self.per_example_loss = per_example_loss
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        # Loss.__call__ casts y_true to a float: per_example_loss gets y as the observers do,
+        # and Loss.__call__ then reduces its values with y_pred's mask and the sample weights.
+        losses = self.per_example_loss(y_true, y_pred)
+        return super().__call__(losses, y_pred, sample_weight)
+
+    def call(self, losses, y_pred):
+        return losses
 
 
 def fit_inputs(batch: dict) -> tuple:

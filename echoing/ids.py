@@ -1,0 +1,171 @@
+"""Per-example ids for a user's own ``(x, y)`` dataset, so that ``model.fit`` can prune by id.
+
+Example::
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+    import echoing
+
+    n = 256
+    x = np.random.default_rng(0).normal(size=(n, 8)).astype("float32")
+    y = np.arange(n) % 2
+    table = echoing.LossTable(n)
+    source = echoing.with_ids(tf.data.Dataset.from_tensor_slices((x, y)))
+    print(source.element_spec["id"])  # TensorSpec(shape=(), dtype=tf.int64, name=None)
+    pruned = source.shuffle(n, seed=0).apply(echoing.loss_prune(table, num_epochs=3, seed=0))
+    net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+    model = echoing.keras.LossFeedback(
+        net,
+        per_example_loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=None),
+        observers=[table.update],
+    )
+    model.compile("sgd")
+    model.fit(pruned.batch(32).map(echoing.keras.fit_inputs), epochs=3, verbose=0)
+    model.evaluate(x, y, verbose=0)  # evaluation and prediction take plain arrays
+
+Loss tables, pruning and priority sampling name each example by an int64 id, its row in a table
+of ``n`` rows. ``with_ids`` gives the elements of an unbatched dataset their position as that id
+(``Dataset.enumerate``, in the graph): apply it to the source, before ``shuffle``, ``repeat`` or
+any stage that drops or reorders elements, so that an example keeps its id in every epoch.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+# Element-preserving transformations seen through when looking for a batch, by class name.
+_SAME_ELEMENTS = frozenset(
+    {
+        "CacheDataset",
+        "OptionsDataset",
+        "PrefetchDataset",
+        "RepeatDataset",
+        "ShardDataset",
+        "ShuffleDataset",
+        "SkipDataset",
+        "TakeDataset",
+    }
+)
+_BATCHES = frozenset({"BatchDataset", "PaddedBatchDataset", "ParallelBatchDataset"})
+
+
+def with_ids(
+    dataset: tf.data.Dataset,
+    *,
+    inputs_key: str = "inputs",
+    label_key: str = "label",
+    id_key: str = "id",
+    start: int = 0,
+) -> tf.data.Dataset:
+    """An unbatched ``(x, y[, sample_weight])`` dataset as dicts carrying each element's id.
+
+    Example::
+
+        import tensorflow as tf
+        import echoing
+
+        ds = tf.data.Dataset.from_tensor_slices(([[1.0], [2.0], [3.0]], [0, 1, 0]))
+        for element in echoing.with_ids(ds).take(2):
+            print(int(element["id"]), int(element["label"]))  # 0 0, then 1 1
+
+    Element ``i`` (counted from 0) becomes ``{inputs_key: x, label_key: y, id_key: start + i}``,
+    with ``"sample_weight": w`` too when elements are ``(x, y, w)``; ``x`` may be any nested
+    structure (a dict of features, a tuple of inputs). Ids are int64 scalars: positions in the
+    dataset, so apply ``with_ids`` before shuffling, and give a table ``start + n`` rows.
+
+    Only what the element structure shows can be checked: a dataset batched just before (even
+    behind ``prefetch``, ``shuffle``, ``repeat`` …) is refused, one batched earlier in a longer
+    pipeline is not, and would get one id per batch. Add ids first, batch after.
+
+    Args:
+      dataset: unbatched, with ``(x, y)`` or ``(x, y, sample_weight)`` tuple elements, e.g.
+        ``tf.data.Dataset.from_tensor_slices((x, y))``.
+      inputs_key, label_key, id_key: the keys of ``x``, ``y`` and the id in the new elements
+        (``echoing.keras.fit_inputs`` reads the defaults).
+      start: the first id, for a dataset whose examples are rows ``start, start + 1, …`` of a
+        larger table (a shard, a second file).
+
+    Returns:
+      The dataset of dict elements, in the same order.
+
+    Raises:
+      TypeError: ``dataset`` is not a ``tf.data.Dataset``, its elements are not 2- or 3-tuples,
+        a key is not a string or ``start`` not an int.
+      ValueError: keys collide, ``start`` is negative, the elements already hold ``id_key`` or
+        the dataset is batched.
+    """
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(
+            f"with_ids(dataset=<a {type(dataset).__name__}>): expected a tf.data.Dataset; "
+            "build one with tf.data.Dataset.from_tensor_slices((x, y))."
+        )
+    keys = {"inputs_key": inputs_key, "label_key": label_key, "id_key": id_key}
+    for name, key in keys.items():
+        if not isinstance(key, str):
+            raise TypeError(f"with_ids({name}={key!r}): expected a string key.")
+    if isinstance(start, bool) or not isinstance(start, int):
+        raise TypeError(f"with_ids(start={start!r}): expected a Python int, the first id.")
+    if start < 0:
+        raise ValueError(
+            f"with_ids(start={start}): ids are rows of a table, so the first must be >= 0."
+        )
+    spec = dataset.element_spec
+    if isinstance(spec, dict) and id_key in spec:
+        raise ValueError(
+            f"with_ids: the elements already hold ids under {id_key!r} (keys {sorted(spec)}); "
+            "use the dataset as it is (e.g. .batch(n).map(echoing.keras.fit_inputs)), or pass "
+            "another id_key."
+        )
+    if not isinstance(spec, tuple):
+        shown = f"dicts with keys {sorted(spec)}" if isinstance(spec, dict) else repr(spec)
+        raise TypeError(
+            f"with_ids takes a dataset of (x, y) or (x, y, sample_weight) tuples, got elements "
+            f"{shown}; map them to tuples first, e.g. dataset.map(lambda e: (e['image'], "
+            "e['label']))."
+        )
+    if len(spec) not in (2, 3):
+        raise ValueError(
+            f"with_ids takes (x, y) or (x, y, sample_weight) tuples, got {len(spec)}-tuples "
+            f"{spec!r}; group the model's inputs into one x first, e.g. dataset.map(lambda a, b, "
+            "y: ((a, b), y))."
+        )
+    names = [inputs_key, label_key, id_key] + (["sample_weight"] if len(spec) == 3 else [])
+    if len(set(names)) != len(names):
+        raise ValueError(
+            f"with_ids needs distinct keys, got {names} (inputs_key, label_key, id_key"
+            f"{' and the fixed sample_weight' if len(spec) == 3 else ''}); rename one."
+        )
+    batch = _batched_by(dataset)
+    if batch is not None:
+        raise ValueError(
+            f"with_ids needs an unbatched dataset, got one made by {batch}, which would give "
+            "one id per batch; add ids first and batch after: with_ids(dataset).batch(n)."
+        )
+
+    def to_dict(position, element):
+        out = {inputs_key: element[0], label_key: element[1], id_key: position}
+        if len(element) == 3:
+            out["sample_weight"] = element[2]
+        return out
+
+    return dataset.enumerate(start=start).map(to_dict)
+
+
+def _batched_by(dataset: tf.data.Dataset) -> str | None:
+    """The batching transformation that made ``dataset``'s elements, if it is in plain sight.
+
+    Looks through element-preserving stages (prefetch, shuffle, repeat, …) by tf.data's class
+    names; anything else (a ``map``, an ``unbatch``) ends the search: best effort, not a proof.
+    """
+    for _ in range(16):
+        name = type(dataset).__name__.lstrip("_")
+        if name in _BATCHES:
+            return name
+        if name not in _SAME_ELEMENTS:
+            return None
+        dataset = getattr(dataset, "_input_dataset", None)
+        if not isinstance(dataset, tf.data.Dataset):
+            return None
+    return None

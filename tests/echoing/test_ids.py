@@ -1,0 +1,146 @@
+"""echoing.with_ids: a user's (x, y[, sample_weight]) elements as dicts carrying int64 ids."""
+
+import functools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import echoing
+
+N = 7
+_RNG = np.random.default_rng(0)
+X = _RNG.normal(size=(N, 3)).astype("float32")
+Y = np.arange(N) % 3
+W = _RNG.uniform(size=N).astype("float32")
+
+
+def _elements(dataset):
+    return [tf.nest.map_structure(lambda t: t.numpy(), e) for e in dataset]
+
+
+def _assert_same(got, expected):
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected, strict=True):
+        tf.nest.assert_same_structure(a, b)
+        for u, v in zip(tf.nest.flatten(a), tf.nest.flatten(b), strict=True):
+            np.testing.assert_array_equal(u, v)
+            assert u.dtype == v.dtype
+
+
+@pytest.mark.parametrize(
+    ("elements", "start"),
+    [
+        ((X, Y), 0),
+        ((X, Y, W), 0),
+        ((X, Y), 5),
+        (({"a": X, "b": Y}, Y), 0),  # x may be any structure: a dict of features
+        (((X, X[:, :1]), Y, W), 3),  # or a tuple of inputs
+    ],
+)
+def test_ids_are_positions_and_mapping_back_gives_the_original_elements(elements, start):
+    source = tf.data.Dataset.from_tensor_slices(elements)
+    with_ids = echoing.with_ids(source, start=start)
+    keys = {"inputs", "label", "id"} | ({"sample_weight"} if len(elements) == 3 else set())
+    assert set(with_ids.element_spec) == keys
+    assert with_ids.element_spec["id"] == tf.TensorSpec([], tf.int64)
+    got = _elements(with_ids)
+    assert [int(e["id"]) for e in got] == list(range(start, start + N))
+    assert all(e["id"].dtype == np.int64 for e in got)
+
+    def back(e):
+        if "sample_weight" in e:
+            return e["inputs"], e["label"], e["sample_weight"]
+        return e["inputs"], e["label"]
+
+    _assert_same(_elements(with_ids.map(back)), _elements(source))
+
+
+def test_custom_keys_and_chaining_with_apply_batch_and_fit_inputs():
+    source = tf.data.Dataset.from_tensor_slices((X, Y, W))
+    renamed = echoing.with_ids(source, inputs_key="image", label_key="y", id_key="index")
+    assert set(renamed.element_spec) == {"image", "y", "index", "sample_weight"}
+    batches = source.apply(functools.partial(echoing.with_ids, start=2)).batch(4)
+    x, y, w = next(iter(batches.map(echoing.keras.fit_inputs)))
+    np.testing.assert_array_equal(x["id"], [2, 3, 4, 5])
+    np.testing.assert_array_equal(x["inputs"], X[:4])
+    np.testing.assert_array_equal(y, Y[:4])
+    np.testing.assert_array_equal(w, W[:4])
+
+
+def test_an_example_keeps_its_id_through_shuffles_and_epochs():
+    shuffled = echoing.with_ids(tf.data.Dataset.from_tensor_slices((X, Y))).shuffle(N, seed=0)
+    got = _elements(shuffled.repeat(2))
+    ids = [int(e["id"]) for e in got]
+    assert sorted(ids[:N]) == sorted(ids[N:]) == list(range(N)) and ids != 2 * list(range(N))
+    for e in got:
+        np.testing.assert_array_equal(e["inputs"], X[e["id"]])
+        assert e["label"] == Y[e["id"]]
+
+
+def test_a_dataset_batched_then_unbatched_is_accepted():
+    source = tf.data.Dataset.from_tensor_slices((X, Y)).batch(3).unbatch()
+    assert [int(e["id"]) for e in echoing.with_ids(source)] == list(range(N))
+
+
+_PAIRS = tf.data.Dataset.from_tensor_slices((X, Y))
+
+
+@pytest.mark.parametrize(
+    ("dataset", "kwargs", "error", "match"),
+    [
+        (
+            (X, Y),
+            {},
+            TypeError,
+            r"with_ids\(dataset=<a tuple>\): expected a tf.data.Dataset; build one with",
+        ),
+        (
+            tf.data.Dataset.from_tensor_slices({"inputs": X, "label": Y, "id": np.arange(N)}),
+            {},
+            ValueError,
+            r"already hold ids under 'id' \(keys \['id', 'inputs', 'label'\]\).*fit_inputs",
+        ),
+        (
+            tf.data.Dataset.from_tensor_slices({"image": X, "label": Y}),
+            {},
+            TypeError,
+            r"tuples, got elements dicts with keys \['image', 'label'\]; map them to tuples",
+        ),
+        (
+            tf.data.Dataset.from_tensor_slices(X),
+            {},
+            TypeError,
+            r"tuples, got elements TensorSpec\(shape=\(3,\), dtype=tf.float32",
+        ),
+        (
+            tf.data.Dataset.from_tensor_slices((X, X, Y, W)),
+            {},
+            ValueError,
+            r"got 4-tuples .*group the model's inputs into one x first",
+        ),
+        (tf.data.Dataset.from_tensor_slices((X,)), {}, ValueError, r"got 1-tuples"),
+        (_PAIRS.batch(2), {}, ValueError, r"unbatched dataset, got one made by BatchDataset"),
+        (
+            _PAIRS.batch(2, drop_remainder=True).shuffle(4).repeat().prefetch(1),
+            {},
+            ValueError,
+            r"made by BatchDataset, which would give one id per batch.*with_ids\(dataset\)\.batch",
+        ),
+        (_PAIRS.padded_batch(2), {}, ValueError, r"made by PaddedBatchDataset"),
+        (_PAIRS, {"start": -1}, ValueError, r"with_ids\(start=-1\).*>= 0"),
+        (_PAIRS, {"start": 1.0}, TypeError, r"with_ids\(start=1.0\): expected a Python int"),
+        (_PAIRS, {"start": True}, TypeError, r"with_ids\(start=True\)"),
+        (_PAIRS, {"id_key": 0}, TypeError, r"with_ids\(id_key=0\): expected a string key"),
+        (_PAIRS, {"label_key": "id"}, ValueError, r"distinct keys, got \['inputs', 'id', 'id'\]"),
+        (
+            tf.data.Dataset.from_tensor_slices((X, Y, W)),
+            {"inputs_key": "sample_weight"},
+            ValueError,
+            r"distinct keys.*and the fixed sample_weight\); rename one",
+        ),
+    ],
+)
+def test_what_cannot_be_given_ids_is_refused_with_the_fix(dataset, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        echoing.with_ids(dataset, **kwargs)
