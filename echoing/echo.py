@@ -80,7 +80,9 @@ def echo(
 
     Each element is emitted ``floor(factor)`` times, plus once more with probability
     ``factor - floor(factor)`` (a seeded Bernoulli draw per element), so the echoes of one element
-    come out consecutively. ``buffer_size`` then shuffles the echoed stream, which the paper finds
+    come out consecutively. The draws are new on every pass over the dataset (each iteration, each
+    epoch of a ``.repeat()`` after it), so the doubled elements change from epoch to epoch.
+    ``buffer_size`` then shuffles the echoed stream (reshuffled every pass), which the paper finds
     helps example echoing. The element spec is unchanged, and ``cardinality()`` stays known for
     integral factors where the input's is known (random for fractional factors, so unknown).
 
@@ -92,7 +94,9 @@ def echo(
         controller (``echoing.AutoEcho``) can move the factor while the dataset runs; a value
         outside ``(0, MAX_FACTOR]`` (or NaN) stops iteration with an error.
       buffer_size: if given, shuffle the echoed elements with a buffer of this many elements.
-      seed: seeds the Bernoulli draws and the shuffle; same seed, same output.
+      seed: seeds the Bernoulli draws and the shuffle; same seed, same output: a dataset built
+        with a seed yields the same sequence of passes, each pass drawn anew. ``None`` draws from
+        TensorFlow's global seed (``tf.random.set_seed``), or at random without one.
       name: optional name for the tf.data ops (shows up in the tf.data profiler).
       implementation: "auto" (the default) picks by static element size; "vectorized" or
         "per_element" force one path (benchmarks compare them; "vectorized" needs fixed-shape
@@ -162,8 +166,13 @@ def _echo(dataset, factor, seed: int | None, name: str | None, implementation: s
         return _keep_cardinality(echoed, dataset, factor)
 
     # One int64 per element from a seeded stream decides its extra echo. Both paths draw the same
-    # stream, so the output for a seed does not depend on which path runs.
-    draws = tf.data.Dataset.random(seed=seed, name=_child(name, "random"))
+    # stream, so the output for a seed does not depend on which path runs. The stream is drawn
+    # anew on every pass (each iteration of the dataset, each epoch of a .repeat()), as shuffle's
+    # reshuffle_each_iteration does: fixed draws would double the same elements every epoch. A
+    # seed still fixes the whole multi-pass stream of a dataset built from it.
+    draws = tf.data.Dataset.random(
+        seed=seed, rerandomize_each_iteration=True, name=_child(name, "random")
+    )
     if vectorized is not None:
         echoed = _repeat_vectorized(dataset, draws, factor, vectorized, name, meters)
     else:
