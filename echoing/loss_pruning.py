@@ -2,47 +2,69 @@
 
 Example::
 
+    import numpy as np
     import tensorflow as tf
     import echoing
 
     table = echoing.LossTable(num_examples=8)
     table.update(tf.range(8), [0.1, 0.2, 0.3, 0.4, 2.0, 2.0, 2.0, 2.0])  # mean 1.125
-    stage = echoing.loss_prune(table, prune_ratio=0.5, num_epochs=4, seed=0)
-    ds = tf.data.Dataset.from_tensor_slices({"id": tf.range(8, dtype=tf.int64)}).apply(stage)
-    for element in ds:
-        print(element["id"].numpy(), element["sample_weight"].numpy())
+    prune = echoing.loss_prune(table, prune_ratio=0.5, num_epochs=4, seed=0)
+
+    # By id (in-memory arrays, a TFDS data source): pruned examples are never read.
+    arrays = {"inputs": np.zeros([8, 3], "float32"), "label": np.arange(8) % 2}
+    for batch in prune.read(arrays, batch_size=4):  # one epoch; iterate again for the next
+        print(batch["id"].numpy(), batch["sample_weight"].numpy())
     # ids 4-7 (at or above the mean) always, weight 1; each of 0-3 with probability 0.5, weight 2
 
-Each epoch (every ``examples_per_epoch`` inputs) the stage takes the mean of the table's
-last-seen losses; then an example whose loss is at or above that mean is kept, and one below it
-is kept with probability ``1 - prune_ratio`` and weighted by ``1 / (1 - prune_ratio)``, so the
-expected weighted gradient equals the full data set's. Examples with no recorded loss are always
-kept, and the last ``anneal_fraction`` of ``num_epochs`` train on every example, as InfoBatch
-does to remove the remaining bias. With a learning-rate schedule indexed by epoch (not step),
-the saving is the steps the pruned examples would have taken.
+    # On a stream of examples that carry an "id" (TFRecords): before batch(), before decoding.
+    stream = tf.data.Dataset.from_tensor_slices({"id": tf.range(8, dtype=tf.int64)})
+    kept = stream.apply(prune)
 
-It runs in the tf.data graph: elements are grouped ``group_size`` at a time, one sequential map
-reads the table (live: the trainer's updates are seen at once) and draws one seeded uniform per
-element from ``Dataset.random`` (re-randomised every epoch), and the group is masked. Insert it
-before ``batch()`` (the pipelines' ``after_augment``); batch with ``drop_remainder=True`` for
-fixed shapes. Elements need an int64 ``"id"`` in ``[0, table.num_examples)``.
+Each epoch the stage takes the mean of the table's last-seen losses; then an example whose loss
+is at or above that mean is kept, and one below it is kept with probability ``1 - prune_ratio``
+and weighted by ``1 / (1 - prune_ratio)``, so the expected weighted gradient equals the full data
+set's. Examples with no recorded loss are always kept, and the last ``anneal_fraction`` of
+``num_epochs`` train on every example, as InfoBatch does to remove the remaining bias. With a
+learning-rate schedule indexed by epoch (``epochs_read()``), the saving is the steps the pruned
+examples would have taken.
+
+Two ways to apply it, with the same decisions for the same seed and table:
+
+- **By id** (``epoch_ids``, ``read``), as InfoBatch's sampler does: at an epoch's start one
+  vectorised op decides every id, and the kept ids come out in a fresh random order. Only they
+  are then read, decoded and augmented: a pruned example costs no pipeline work. Each iteration
+  of the dataset is the next epoch (``model.fit`` iterates once per epoch; ``.repeat()`` runs
+  them all). The table is read when the epoch starts: with read-ahead, the last few batches of
+  the previous epoch may not have reported yet and keep their older loss.
+- **On a stream** (``dataset.apply(stage)``), for sources read in order (TFRecord shards): insert
+  it as early as the elements carry their ``"id"``, before decoding. Elements are grouped
+  ``group_size`` at a time and one sequential map decides a group from the table's live losses
+  (every ``examples_per_epoch`` inputs is an epoch). Batch with ``drop_remainder=True`` after it
+  for fixed shapes.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import random
 
+import numpy as np
 import tensorflow as tf
 
 from echoing import grouping, meters
 from echoing.loss_table import LossTable, _host_variable
+from echoing.priority_sources import random_access_source
+
+# Ids decided per counting map on the by-id path: the count costs one small op per chunk.
+_CHUNK = 256
 
 
 class LossPruning(tf.Module):
     """The transformation :func:`loss_prune` returns; a ``tf.Module`` (checkpoint it with the run).
 
-    ``stage.stats()`` reports inputs seen and kept, the epoch and its threshold so far.
+    ``stage.stats()`` reports inputs decided and kept, the epoch and its threshold so far;
+    ``stage.epochs_read()`` the epochs handed downstream (a fraction), for schedules.
     """
 
     def __init__(
@@ -67,20 +89,32 @@ class LossPruning(tf.Module):
         # Epochs from this one on train on every example: InfoBatch prunes epoch e while
         # e < (1 - δ)·E; the 1e-9 keeps e.g. (1 - 0.125)·8 = 7 from rounding up to 8.
         self.full_data_epoch = math.ceil((1.0 - anneal_fraction) * num_epochs - 1e-9)
-        self.seed = seed
+        # Without a seed each run draws its own, and every epoch still draws anew.
+        self.seed = random.SystemRandom().randrange(1 << 31) if seed is None else seed
         self.id_key = id_key
         self.group_size = group_size
         self.seen_inputs = meters.ElementCounter(f"{name}_seen")
         self.kept_inputs = meters.ElementCounter(f"{name}_kept")
         self.threshold = _host_variable(tf.constant(0.0), "threshold")
         self.threshold_epoch = _host_variable(tf.constant(-1, tf.int64), "threshold_epoch")
+        # The epoch's keep draws, one per id: by id and on a stream decide alike.
+        self.draws = _host_variable(tf.zeros([table.num_examples], tf.float32), "draws")
+        # By id: the epochs started, and how many of the current epoch's kept ids went out.
+        self.epochs_started = _host_variable(tf.constant(0, tf.int64), "epochs_started")
+        self.epoch_kept = _host_variable(tf.constant(0, tf.int64), "epoch_kept")
+        self.epoch_emitted = _host_variable(tf.constant(0, tf.int64), "epoch_emitted")
+        self._epochs_read = _host_variable(tf.constant(0.0, tf.float64), "epochs_read")
+
+    def epochs_read(self) -> tf.Tensor:
+        """Epochs handed downstream so far, a float64 (2.5: half-way through the third)."""
+        return self._epochs_read.read_value()
 
     def epoch(self) -> int:
-        """The epoch the next input belongs to (inputs seen // examples_per_epoch)."""
-        return self.seen_inputs.value() // self.examples_per_epoch
+        """The epoch the next input belongs to."""
+        return math.floor(float(self._epochs_read.numpy()))
 
     def keep_rate(self) -> float:
-        """Kept / seen so far (0 before any input)."""
+        """Kept / decided so far (0 before any input)."""
         seen = self.seen_inputs.value()
         return self.kept_inputs.value() / seen if seen else 0.0
 
@@ -96,6 +130,115 @@ class LossPruning(tf.Module):
             "prune_nonfinite_losses": float(self.table.nonfinite_skipped.numpy()),
         }
 
+    # ------------------------------------------------------------------------------ by id
+
+    def epoch_ids(self, ids=None) -> tf.data.Dataset:
+        """One epoch of the kept ids, ``{"id": int64, "sample_weight": float32}`` elements.
+
+        Every iteration of the returned dataset is the next epoch: its ids decided afresh from
+        the table at its start and put in a new random order. ``.repeat()`` gives the whole run.
+
+        Args:
+          ids: the ids this input pipeline reads (default: every id of the table), e.g. a
+            shard's; int, 1-D, in ``[0, table.num_examples)``.
+        """
+        universe = self._universe(ids)
+
+        def one_epoch(_):
+            epoch = self.epochs_started.assign_add(1) - 1
+            threshold = self._start_epoch(epoch)
+            with tf.control_dependencies([threshold]):
+                kept, weights = self._decide(epoch, universe, threshold)
+            order = tf.random.experimental.stateless_shuffle(
+                tf.range(tf.size(kept)), seed=self._seed(epoch, stream=1)
+            )
+            count = tf.size(kept, out_type=tf.int64)
+            started = [
+                self.epoch_kept.assign(count),
+                self.epoch_emitted.assign(0),
+                self._epochs_read.assign(tf.cast(epoch, tf.float64)),
+                self.seen_inputs.variable.assign_add(tf.size(universe, out_type=tf.int64)),
+                self.kept_inputs.variable.assign_add(count),
+            ]
+            with tf.control_dependencies(started):
+                elements = {
+                    "id": tf.gather(kept, order),
+                    "sample_weight": tf.gather(weights, order),
+                }
+            return (
+                tf.data.Dataset.from_tensor_slices(elements)
+                .batch(_CHUNK)
+                .map(lambda chunk: self._emitted(chunk, epoch), name=f"{self.name}_emitted")
+                .unbatch()
+            )
+
+        return tf.data.Dataset.range(1).flat_map(one_epoch, name=f"{self.name}_epoch")
+
+    def read(
+        self, source, *, batch_size: int, drop_remainder: bool = False, ids=None
+    ) -> tf.data.Dataset:
+        """One epoch of batches of the kept examples, read by id from ``source``.
+
+        Args:
+          source: ``{"name": array with N rows}`` (row ``i`` is example ``i``), a TFDS data
+            source (record ``i``), or an ``echoing.priority_sources.random_access_source``.
+          batch_size: examples per batch.
+          drop_remainder: drop the epoch's last, smaller batch (static shapes).
+          ids: as in ``epoch_ids``.
+
+        Returns:
+          Batches of the source's entries plus ``"id"`` and ``"sample_weight"``; iterate again
+          for the next epoch.
+        """
+        if not hasattr(source, "gather"):
+            source = random_access_source(source)
+        if source.num_examples != self.table.num_examples:
+            raise ValueError(
+                f"LossPruning.read: the source holds {source.num_examples} examples and the "
+                f"loss table {self.table.num_examples}; build the table with "
+                f"LossTable({source.num_examples}) so that id i is example i."
+            )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"LossPruning.read(batch_size={batch_size!r}): expected an int >= 1.")
+        return (
+            self.epoch_ids(ids)
+            .batch(batch_size, drop_remainder=drop_remainder)
+            .map(lambda batch: {**source.gather(batch["id"]), **batch}, name=f"{self.name}_read")
+        )
+
+    def _universe(self, ids) -> tf.Tensor:
+        if ids is None:
+            return tf.range(self.table.num_examples, dtype=tf.int64)
+        values = np.asarray(ids)
+        if values.ndim != 1 or not values.size or not np.issubdtype(values.dtype, np.integer):
+            raise ValueError(
+                f"LossPruning.epoch_ids(ids=...): expected a non-empty 1-D array of int ids, got "
+                f"dtype {values.dtype} shape {values.shape}."
+            )
+        if values.min() < 0 or values.max() >= self.table.num_examples:
+            raise ValueError(
+                f"LossPruning.epoch_ids(ids=...): ids must be in [0, {self.table.num_examples}) "
+                f"(the loss table's size), got ids in [{values.min()}, {values.max()}]."
+            )
+        return tf.constant(values, tf.int64)
+
+    def _decide(self, epoch, ids, threshold) -> tuple[tf.Tensor, tf.Tensor]:
+        """The kept ``ids`` of ``epoch`` and their weights."""
+        losses, seen = self.table.lookup(ids)
+        keep, easy = self._keep_rule(epoch, losses, seen, threshold, tf.gather(self.draws, ids))
+        weights = self._weights(tf.boolean_mask(easy, keep))
+        return tf.boolean_mask(ids, keep), weights
+
+    def _emitted(self, chunk, epoch):
+        emitted = self.epoch_emitted.assign_add(tf.size(chunk["id"], out_type=tf.int64))
+        fraction = tf.cast(emitted, tf.float64) / tf.cast(self.epoch_kept, tf.float64)
+        with tf.control_dependencies(
+            [self._epochs_read.assign(tf.cast(epoch, tf.float64) + fraction)]
+        ):
+            return tf.nest.map_structure(tf.identity, chunk)
+
+    # ------------------------------------------------------------------------- on a stream
+
     def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         spec = dataset.element_spec
         grouping.require_key(spec, self.id_key, "loss_prune", "id_key")
@@ -104,43 +247,64 @@ class LossPruning(tf.Module):
                 f"loss_prune: element[{self.id_key!r}] must be a scalar integer id, got "
                 f"{spec[self.id_key]}; insert the stage before batch()."
             )
-        random = tf.data.Dataset.random(seed=self.seed, rerandomize_each_iteration=True)
         return (
-            tf.data.Dataset.zip(dataset, random)
-            .batch(grouping.group_size(spec, self.group_size))
+            dataset.batch(grouping.group_size(spec, self.group_size))
             # Sequential: each group's epoch and threshold follow from the groups before it.
             .map(self._keep_group, name=f"{self.name}_keep")
             .unbatch(name=f"{self.name}_unbatch")
         )
 
-    def _keep_group(self, batch, random):
+    def _keep_group(self, batch):
         ids = tf.cast(batch[self.id_key], tf.int64)
         size = tf.size(ids, out_type=tf.int64)
         epoch = self.seen_inputs.variable.read_value() // self.examples_per_epoch
-        # A new epoch takes the table's mean once, at its first group.
+        # A new epoch takes the table's mean (and its draws) once, at its first group.
         new_epoch = tf.not_equal(epoch, self.threshold_epoch.read_value())
         threshold = tf.cond(new_epoch, lambda: self._start_epoch(epoch), self.threshold.read_value)
-        losses, seen = self.table.lookup(ids)
-        pruning = epoch < self.full_data_epoch
-        easy = seen & (losses < threshold) & pruning
-        keep_prob = tf.where(easy, 1.0 - self.prune_ratio, 1.0)
-        keep = grouping.uniform(random) < keep_prob
+        with tf.control_dependencies([threshold]):
+            losses, seen = self.table.lookup(ids)  # checks the ids' range first
+        with tf.control_dependencies([losses]):
+            draws = tf.gather(self.draws, ids)
+        keep, easy = self._keep_rule(epoch, losses, seen, threshold, draws)
+        seen_after = self.seen_inputs.variable.assign_add(size)
         updates = [
-            self.seen_inputs.variable.assign_add(size),
             self.kept_inputs.variable.assign_add(tf.reduce_sum(tf.cast(keep, tf.int64))),
+            self._epochs_read.assign(
+                tf.cast(seen_after, tf.float64) / float(self.examples_per_epoch)
+            ),
         ]
         with tf.control_dependencies(updates):
             kept = {key: tf.boolean_mask(value, keep) for key, value in batch.items()}
-        # The weights as constants: a float reciprocal of 1.0 can come out as 0.99999994.
-        weight = tf.where(tf.boolean_mask(easy, keep), 1.0 / (1.0 - self.prune_ratio), 1.0)
+        weight = self._weights(tf.boolean_mask(easy, keep))
         if "sample_weight" in kept:  # an upstream weight (e.g. another filter's) multiplies
             weight *= tf.cast(kept["sample_weight"], tf.float32)
         kept["sample_weight"] = weight
         return kept
 
+    # ------------------------------------------------------------------------------ shared
+
     def _start_epoch(self, epoch: tf.Tensor) -> tf.Tensor:
-        with tf.control_dependencies([self.threshold_epoch.assign(epoch)]):
+        """Takes the epoch's threshold (the table's mean) and draws; returns the threshold."""
+        draws = tf.random.stateless_uniform(
+            [self.table.num_examples], seed=self._seed(epoch, stream=0)
+        )
+        with tf.control_dependencies(
+            [self.threshold_epoch.assign(epoch), self.draws.assign(draws)]
+        ):
             return tf.identity(self.threshold.assign(self.table.mean()))
+
+    def _seed(self, epoch: tf.Tensor, *, stream: int) -> tf.Tensor:
+        # Two independent streams per epoch: the keep draws (0) and the order of the kept (1).
+        return tf.stack([tf.constant(self.seed, tf.int64), 2 * tf.cast(epoch, tf.int64) + stream])
+
+    def _keep_rule(self, epoch, losses, seen, threshold, draws):
+        """(keep, easy): below-mean ids are easy, kept with probability 1 - prune_ratio."""
+        easy = seen & (losses < threshold) & (epoch < self.full_data_epoch)
+        return tf.logical_not(easy) | (draws >= self.prune_ratio), easy
+
+    def _weights(self, kept_easy: tf.Tensor) -> tf.Tensor:
+        # The weights as constants: a float reciprocal of 1.0 can come out as 0.99999994.
+        return tf.where(kept_easy, 1.0 / (1.0 - self.prune_ratio), 1.0)
 
 
 def loss_prune(

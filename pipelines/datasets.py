@@ -37,16 +37,22 @@ import dataclasses
 from collections.abc import Sequence
 
 import ml_collections
+import numpy as np
 import tensorflow as tf
 
 import echoing
 from echoing import meters as echo_meters
-from echoing.techniques.base import check_insertions
+from echoing.techniques.base import Insertion, check_insertions
 from echoing.types import DatasetTransformation
 from pipelines import augment, service, sources
 from pipelines.config import resolve_data_config
 from pipelines.pipeline import Pipeline, Stage
 
+# The insertion point of a stage that chooses the ids to read (loss pruning): on ids, before
+# reading, where the split reads by id; on the raw records, before decoding, where it streams.
+BEFORE_READ = "before_read"
+# Ids gathered per read op on the by-id path.
+_READ_CHUNK = 256
 # Offsets so that the shuffle, augmentation and echo draws are independent streams of one seed.
 _SEED_OFFSETS = {"shuffle": 0, "augment": 1, "echo": 2, "decode": 3}
 
@@ -222,8 +228,11 @@ def _shard(split: sources.SourceSplit, num_pipelines: int, index: int, what: str
 
 def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipeline:
     parallel = _parallelism(config.num_parallel_calls)
+    insertions, sampler = _by_id(config, insertions, split)
 
     def read(_):
+        if sampler is not None:
+            return _read_by_id(split, sampler)
         dataset = split.dataset
         if config.shuffle_buffer > 0:
             dataset = dataset.shuffle(
@@ -290,10 +299,68 @@ def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipe
     return pipeline
 
 
+def _by_id(config, insertions, split):
+    """``(insertions, sampler)``: the insertion at ``before_read`` becomes the ids to read where
+    the split reads by id, else a stage on the raw records (``after_read``, before decoding;
+    with tf.data service, where the service's elements arrive, as host state cannot travel)."""
+    early = [insertion for insertion in insertions if insertion.point == BEFORE_READ]
+    rest = [insertion for insertion in insertions if insertion.point != BEFORE_READ]
+    if not early:
+        return rest, None
+    if len(early) > 1:
+        raise ValueError(
+            f"insertions {[insertion.name for insertion in early]} all choose the ids to read "
+            f"({BEFORE_READ!r}); a pipeline reads one sequence of ids, so use one of them."
+        )
+    (insertion,) = early
+    if not callable(getattr(insertion.transformation, "epoch_ids", None)):
+        raise TypeError(
+            f"the insertion {insertion.name!r} at {BEFORE_READ!r} must choose ids: an object "
+            "with epoch_ids(ids) -> Dataset of {'id', 'sample_weight'} (echoing.loss_prune's "
+            f"stage) that is also a Dataset -> Dataset stage; got {insertion.transformation!r}."
+        )
+    if split is not None and split.rows is not None and not config.service_address:
+        return rest, insertion.transformation
+    point = config.echo_insert if config.service_address else "after_read"
+    return [Insertion(point, insertion.name, insertion.transformation), *rest], None
+
+
+def _read_by_id(split, sampler) -> tf.data.Dataset:
+    """The rows of the ids ``sampler`` keeps, epoch after epoch, with their ``sample_weight``."""
+    rows = {key: tf.convert_to_tensor(column) for key, column in split.rows().items()}
+    ids = rows["id"].numpy()
+    # Row of each id (a shard holds some ids; the stored order need not be the id order).
+    position = np.full(int(ids.max()) + 1, -1, np.int64)
+    position[ids] = np.arange(len(ids))
+    position = tf.constant(position)
+
+    def read(chosen):
+        raw = {
+            key: tf.gather(column, tf.gather(position, chosen["id"]))
+            for key, column in rows.items()
+        }
+        return {**raw, "sample_weight": chosen["sample_weight"]}
+
+    # Gathered a chunk at a time (one op per key), then handed on one example at a time.
+    return sampler.epoch_ids(ids).repeat().batch(_READ_CHUNK).map(read).unbatch()
+
+
+def _keeping_sample_weight(decode):
+    """``decode`` that carries an element's ``"sample_weight"`` (set before reading) through."""
+
+    def apply(element, *args):
+        decoded = decode(element, *args)
+        if "sample_weight" in element and "sample_weight" not in decoded:
+            decoded = {**decoded, "sample_weight": element["sample_weight"]}
+        return decoded
+
+    return apply
+
+
 def _decode_stage(config, split, seed, parallel):
     """The train split's decode; ``augment="inception"`` crops at random while decoding."""
     if config.augment != "inception":
-        return lambda ds: ds.map(split.decode, num_parallel_calls=parallel)
+        return lambda ds: ds.map(_keeping_sample_weight(split.decode), num_parallel_calls=parallel)
     if split is not None and split.crop_decode is None:
         raise ValueError(
             f"data config augment='inception' crops while decoding encoded images, and source="
@@ -304,7 +371,7 @@ def _decode_stage(config, split, seed, parallel):
     def crop_decode(ds):
         draws = tf.data.Dataset.random(seed=stage_seed(seed, "decode")).batch(2)
         return tf.data.Dataset.zip((ds, draws)).map(
-            split.crop_decode,
+            _keeping_sample_weight(split.crop_decode),
             num_parallel_calls=parallel,
             deterministic=None if parallel is None else True,
         )

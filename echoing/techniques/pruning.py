@@ -1,11 +1,11 @@
-"""Loss-table pruning as a technique: ``echoing.loss_prune`` after augmentation, fed by the loop.
+"""Loss-table pruning as a technique: ``echoing.loss_prune`` on ids before reading, fed by the loop.
 
 Example::
 
     from echoing.techniques import PruningTechnique
 
     technique = PruningTechnique(num_examples=1_000, num_epochs=10, prune_ratio=0.5, seed=0)
-    (insertion,) = technique.stages()  # ("after_augment", "prune", the pruning stage)
+    (insertion,) = technique.stages()  # ("before_read", "prune", the pruning stage)
     print(float(technique.progress()))  # 0.0: the fraction of the 10 epochs read so far
 
 After every inner loop the per-example losses of the rows trained on (``Feedback``) go into the
@@ -29,7 +29,12 @@ from echoing.techniques.base import Context, Feedback, Insertion, Technique
 
 
 class PruningTechnique(Technique):
-    """An ``echoing.loss_prune`` stage at ``after_augment`` and the ``LossTable`` it reads."""
+    """An ``echoing.loss_prune`` stage at ``before_read`` and the ``LossTable`` it reads.
+
+    Where the source reads by id (arrays, MNIST-1D, image folders) the stage chooses the ids and
+    only the kept examples are read, decoded and augmented; where it streams (TFRecords, TFDS
+    datasets, text) it prunes the raw records before decoding.
+    """
 
     name = "prune"
     wants_losses = True
@@ -54,18 +59,19 @@ class PruningTechnique(Technique):
             examples_per_epoch=max(1, num_examples // num_input_pipelines),
             seed=seed,
         )
-        self._inputs_in_run = float(num_epochs * self.stage.examples_per_epoch)
 
     def stages(self) -> list[Insertion]:
-        return [Insertion("after_augment", self.name, self.stage)]
+        # The earliest point: on ids before reading where the source reads by id, else on the
+        # raw records before decoding (``pipelines.datasets``).
+        return [Insertion("before_read", self.name, self.stage)]
 
     def observe(self, feedback: Feedback) -> None:
         self.table.update(feedback.ids, feedback.losses)
 
     def progress(self) -> tf.Tensor:
-        # Inputs the stage has read (it runs ahead of training by the pipeline's buffers).
-        read = tf.cast(self.stage.seen_inputs.variable, tf.float32)
-        return tf.minimum(read / self._inputs_in_run, 1.0)
+        # Epochs the stage has handed on (it runs ahead of training by the pipeline's buffers).
+        read = tf.cast(self.stage.epochs_read(), tf.float32)
+        return tf.minimum(read / self.stage.num_epochs, 1.0)
 
     def checkpointed(self) -> dict[str, object]:
         return {"prune": self.stage}

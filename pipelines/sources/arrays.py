@@ -2,9 +2,7 @@
 
 Example::
 
-    import ml_collections
-import ml_collections
-import numpy as np
+    import numpy as np
     from pipelines.sources import arrays
 
     source = arrays.load(
@@ -87,10 +85,9 @@ def _check_split(key: str, arrays) -> tuple[np.ndarray, np.ndarray]:
 
 def _split(inputs: np.ndarray, labels: np.ndarray) -> SourceSplit:
     ids = np.arange(len(inputs), dtype=np.int64)
-    dataset = tf.data.Dataset.from_tensor_slices(
-        {"inputs": inputs, "label": labels.astype(np.int64), "id": ids}
-    )
-    return SourceSplit(dataset=dataset, decode=_decode, num_examples=len(inputs))
+    rows = {"inputs": inputs, "label": labels.astype(np.int64), "id": ids}
+    dataset = tf.data.Dataset.from_tensor_slices(rows)
+    return SourceSplit(dataset=dataset, decode=_decode, num_examples=len(inputs), rows=lambda: rows)
 
 
 def _decode(example: dict) -> dict:

@@ -160,13 +160,12 @@ def _split(files, what: str, image_size: int, skip_corrupt: bool) -> SourceSplit
             "without split folders, raise data config eval_fraction above 0."
         )
     paths, labels = zip(*files, strict=True)
-    dataset = tf.data.Dataset.from_tensor_slices(
-        {
-            "path": tf.constant(paths),
-            "label": tf.constant(labels, tf.int64),
-            "id": tf.range(len(paths), dtype=tf.int64),
-        }
-    )
+    rows = {
+        "path": tf.constant(paths),
+        "label": tf.constant(labels, tf.int64),
+        "id": tf.range(len(paths), dtype=tf.int64),
+    }
+    dataset = tf.data.Dataset.from_tensor_slices(rows)
 
     def decode(element: dict) -> dict:
         encoded = images.check_intact(tf.io.read_file(element["path"]), element["path"])
@@ -184,6 +183,7 @@ def _split(files, what: str, image_size: int, skip_corrupt: bool) -> SourceSplit
         crop_decode=crop_decode,
         num_examples=len(paths),
         read_stats=stats,
+        rows=lambda: rows,  # the file list: pruning by id opens only the kept files
     )
 
 

@@ -45,6 +45,10 @@ class SourceSplit:
         ``augment="inception"`` crops while decoding (only the crop's JPEG blocks are decoded).
       batch: optional ``(dataset, batch_size, drop_remainder) -> dataset`` for examples that
         ``Dataset.batch`` cannot stack (variable-length text: padded, bucketed by length).
+      rows: optional ``() -> {key: tensor [num_examples, ...]}``, the raw elements of
+        ``dataset`` as in-memory columns in the same order (an "id" column included), for
+        splits that can be read by id (arrays, file lists, MNIST-1D); None for streams. Loss
+        pruning then decides on ids and reads only the kept rows (``pipelines.datasets``).
     """
 
     dataset: tf.data.Dataset
@@ -54,6 +58,7 @@ class SourceSplit:
     read_stats: ReadStats | None = None
     crop_decode: Callable[[dict, tf.Tensor], dict] | None = None
     batch: Callable[[tf.data.Dataset, int, bool], tf.data.Dataset] | None = None
+    rows: Callable[[], dict[str, tf.Tensor]] | None = None
 
     def shard(self, num_shards: int, index: int) -> SourceSplit:
         """The part of this split that input pipeline ``index`` of ``num_shards`` reads.
@@ -80,10 +85,17 @@ class SourceSplit:
             return self
         if self.shard_function is not None:
             return self.shard_function(num_shards, index)
+        rows = self.rows
+        if rows is not None:  # the rows Dataset.shard keeps: every num_shards-th from index
+
+            def rows():
+                return {key: column[index::num_shards] for key, column in self.rows().items()}
+
         return dataclasses.replace(
             self,
             dataset=self.dataset.shard(num_shards, index),
             num_examples=len(range(index, self.num_examples, num_shards)),
+            rows=rows,
         )
 
 

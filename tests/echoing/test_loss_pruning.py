@@ -81,19 +81,20 @@ def test_the_last_anneal_fraction_of_epochs_trains_on_everything():
 
 
 def test_the_threshold_is_taken_once_per_epoch_and_losses_are_read_live():
-    table = _table(np.where(np.arange(N) < N // 2, 0.1, 3.0))  # mean 1.55
+    n = 4 * N  # tf.data decides a few groups ahead of the consumer; the rest see the update
+    table = _table(np.where(np.arange(n) < n // 2, 0.1, 3.0))  # mean 1.55
     stage = echoing.loss_prune(table, prune_ratio=0.9, num_epochs=100, group_size=8, seed=0)
-    dataset = _ids().apply(stage)
+    dataset = _ids(n).apply(stage)
     iterator = iter(dataset)
-    next(iterator)  # decides the first group (ids 0-7) only: the map is synchronous
+    next(iterator)
     # Mid-epoch every loss becomes 1.0, below this epoch's threshold of 1.55: the losses are
-    # read live, so ids 32-63 are now pruned too; the threshold stays until the epoch ends.
-    table.update(np.arange(N), np.ones(N, np.float32))
+    # read live, so the upper half is now pruned too; the threshold stays until the epoch ends.
+    table.update(np.arange(n), np.ones(n, np.float32))
     rest = [int(element["id"]) for element in iterator]
     assert stage.stats()["prune_threshold"] == pytest.approx(1.55)
-    assert len([i for i in rest if i >= N // 2]) < 12  # 32 draws at p = 0.1
+    assert len([i for i in rest if i >= n // 2]) < 30  # 128 draws at p = 0.1 (mean 12.8)
     # Epoch 1 takes the new mean, 1.0: no loss is below it, so every example is kept.
-    assert len(_epoch(dataset)) == N
+    assert len(_epoch(dataset)) == n
     assert stage.stats()["prune_threshold"] == pytest.approx(1.0)
 
 
@@ -179,3 +180,100 @@ def test_ids_outside_the_table_fail_naming_the_range():
     stage = echoing.loss_prune(table, num_epochs=2)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"outside \[0, 4\).*num_examples"):
         list(_ids(6).apply(stage))
+
+
+# ------------------------------------------------------------------------------------- by id
+
+
+def _decisions(dataset):
+    """ids -> weights of one iteration of an ``epoch_ids``/``read`` dataset (checks no repeat)."""
+    ids, weights = [], []
+    for element in dataset:
+        ids.extend(np.atleast_1d(element["id"].numpy()).tolist())
+        weights.extend(np.atleast_1d(element["sample_weight"].numpy()).tolist())
+    assert len(ids) == len(set(ids))
+    return dict(zip(ids, weights, strict=True))
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_by_id_and_on_a_stream_keep_the_same_examples_for_the_same_seed(seed):
+    losses = np.random.default_rng(seed).exponential(size=N).astype(np.float32)
+    table = _table(losses)
+    by_id = echoing.loss_prune(table, num_epochs=10, anneal_fraction=0.2, seed=seed)
+    stream = echoing.loss_prune(table, num_epochs=10, anneal_fraction=0.2, seed=seed)
+    ids, dataset = by_id.epoch_ids(), _ids().apply(stream)
+    for epoch in range(10):
+        decided = _decisions(ids)
+        assert decided == _epoch(dataset)
+        assert len(decided) == N if epoch >= 8 else len(decided) < N
+    assert by_id.stats() == stream.stats()
+
+
+def test_each_iteration_by_id_is_the_next_epoch_in_a_new_order():
+    table = _table(np.where(np.arange(N) < N // 2, 0.1, 3.0))
+    stage = echoing.loss_prune(table, prune_ratio=0.5, num_epochs=4, anneal_fraction=0.25, seed=1)
+    dataset = stage.epoch_ids()
+    orders = []
+    for epoch in range(4):
+        order = [int(element["id"]) for element in dataset]
+        assert float(stage.epochs_read()) == epoch + 1.0 and stage.epoch() == epoch + 1
+        assert set(range(N // 2, N)) <= set(order)  # at or above the mean: always
+        orders.append(order)
+    assert orders[0] != orders[1] and sorted(orders[3]) == list(range(N))  # annealed: all
+    assert stage.stats()["prune_seen"] == 4 * N
+
+
+def test_epochs_read_counts_what_went_downstream():
+    n = 4096  # 16 chunks of 256 ids (the unit counted), of which a few run ahead
+    stage = echoing.loss_prune(_table(np.ones(n)), num_epochs=2, seed=0)
+    iterator = iter(stage.epoch_ids().batch(64))  # nothing pruned: all equal the mean
+    next(iterator)
+    assert 0.0 < float(stage.epochs_read()) < 0.5
+    for _ in iterator:
+        pass
+    assert float(stage.epochs_read()) == 1.0
+
+
+def test_read_gathers_the_kept_rows_by_id():
+    rng = np.random.default_rng(0)
+    arrays = {"inputs": rng.normal(size=(N, 3)).astype(np.float32), "label": np.arange(N) % 5}
+    table = _table(rng.exponential(size=N))
+    stage = echoing.loss_prune(table, num_epochs=3, seed=0)
+    rows = 0
+    for batch in stage.read(arrays, batch_size=16, drop_remainder=True):
+        assert batch["inputs"].shape == (16, 3)
+        np.testing.assert_array_equal(batch["inputs"], arrays["inputs"][batch["id"]])
+        np.testing.assert_array_equal(batch["label"], arrays["label"][batch["id"]])
+        rows += 16
+    assert N // 4 < rows < N
+
+
+def test_by_id_state_survives_a_checkpoint(tmp_path):
+    table = _table(np.where(np.arange(N) < N // 2, 0.1, 3.0))
+    stage = echoing.loss_prune(table, num_epochs=9, seed=0)
+    for _ in range(2):
+        _decisions(stage.epoch_ids())
+    path = tf.train.Checkpoint(pruning=stage).save(str(tmp_path / "ckpt"))
+    following = _decisions(stage.epoch_ids())
+    restored = echoing.loss_prune(echoing.LossTable(N), num_epochs=9, seed=0)
+    tf.train.Checkpoint(pruning=restored).restore(path).assert_consumed()
+    assert restored.epoch() == 2
+    assert _decisions(restored.epoch_ids()) == following  # epoch 2 again, decided alike
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda s: s.epoch_ids(ids=[[0, 1]]), r"non-empty 1-D array of int ids"),
+        (lambda s: s.epoch_ids(ids=[]), r"non-empty 1-D array of int ids"),
+        (lambda s: s.epoch_ids(ids=[0.5]), r"non-empty 1-D array of int ids"),
+        (lambda s: s.epoch_ids(ids=[0, N]), rf"ids must be in \[0, {N}\).*\[0, {N}\]"),
+        (lambda s: s.read({"x": np.zeros([N + 1, 2])}, batch_size=4), r"LossTable\(65\)"),
+        (lambda s: s.read({"x": np.zeros([N, 2])}, batch_size=0), r"batch_size=0"),
+        (lambda s: s.read({"id": np.zeros([N])}, batch_size=4), r"reserved"),
+    ],
+)
+def test_bad_by_id_arguments_name_the_value(call, match):
+    stage = echoing.loss_prune(echoing.LossTable(N), num_epochs=2, seed=0)
+    with pytest.raises(ValueError, match=match):
+        call(stage)

@@ -58,7 +58,7 @@ def test_the_technique_feeds_its_table_and_reports_progress():
     assert technique.scalars()["prune_nonfinite_losses"] == 1.0
     dataset = tf.data.Dataset.from_tensor_slices({"id": tf.range(100, dtype=tf.int64)})
     (insertion,) = technique.stages()
-    assert insertion.point == "after_augment"
+    assert insertion.point == "before_read"  # on ids, or on raw records where the source streams
     assert len(list(dataset.apply(insertion.transformation))) < 100  # 1 of 7 seen pruned at least
     assert float(technique.progress()) == pytest.approx(0.5)
 
