@@ -188,7 +188,8 @@ class LossPruning(tf.Module):
 
         Returns:
           Batches of the source's entries plus ``"id"`` and ``"sample_weight"``; iterate again
-          for the next epoch.
+          for the next epoch. ``model.fit`` warns once that the input "ran out of data": a
+          pruned epoch is shorter than the first (whole) one, and fit goes on to the next.
         """
         if not hasattr(source, "gather"):
             source = random_access_source(source)

@@ -134,6 +134,23 @@ ROWS = {
         ValueError,
         r"prune_ratio=1\.0\): expected a number in \[0, 1\)",
     ),
+    "prune by id, ids outside the table": (
+        lambda _: echoing.loss_prune(echoing.LossTable(8), num_epochs=2).epoch_ids(ids=[3, 8]),
+        ValueError,
+        r"ids must be in \[0, 8\) \(the loss table's size\), got ids in \[3, 8\]",
+    ),
+    "prune read, source and table sizes differ": (
+        lambda _: echoing.loss_prune(echoing.LossTable(8), num_epochs=2).read(
+            {"x": np.zeros((9, 2))}, batch_size=4
+        ),
+        ValueError,
+        r"source holds 9 examples and the loss table 8; build the table with LossTable\(9\)",
+    ),
+    "with_ids on dict elements": (
+        lambda _: echoing.with_ids(_examples()),
+        ValueError,
+        r"already hold ids",
+    ),
     "loss table id out of range": (
         lambda _: echoing.LossTable(4).update([4], [1.0]),
         ValueError,
