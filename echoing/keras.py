@@ -126,7 +126,13 @@ class LossFeedback(_PerExampleLossModel):
         )
         if training:
             losses = tf.stop_gradient(self.per_example_loss(y, y_pred))
-            ids = tf.cast(x[self.id_key], tf.int64)
+            ids = x[self.id_key]
+            if not ids.dtype.is_integer:  # a cast would truncate 1.7 to 1, another example's id
+                raise TypeError(
+                    f"LossFeedback: x[{self.id_key!r}] must hold integer example ids, got dtype "
+                    f"{ids.dtype.name}; give the examples int ids (echoing.with_ids)."
+                )
+            ids = tf.cast(ids, tf.int64)
             # Stateful ops in fit's tf.function: they run every step, no dependency needed.
             for observe in self.observers:
                 observe(ids, losses)

@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 import numbers
 import random
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -79,8 +80,10 @@ class LossPruning(tf.Module):
         id_key,
         group_size,
         name,
+        epoch_size_given=True,
     ):
         super().__init__(name=name)
+        self.epoch_size_given = epoch_size_given
         self.table = table
         self.prune_ratio = prune_ratio
         self.num_epochs = num_epochs
@@ -248,12 +251,33 @@ class LossPruning(tf.Module):
                 f"loss_prune: element[{self.id_key!r}] must be a scalar integer id, got "
                 f"{spec[self.id_key]}; insert the stage before batch()."
             )
+        self._check_epoch_size(int(dataset.cardinality()))
         return (
             dataset.batch(grouping.group_size(spec, self.group_size))
             # Sequential: each group's epoch and threshold follow from the groups before it.
             .map(self._keep_group, name=f"{self.name}_keep")
             .unbatch(name=f"{self.name}_unbatch")
         )
+
+    def _check_epoch_size(self, size: int) -> None:
+        """An epoch longer than the input stretches pruning's epochs (threshold, anneal)."""
+        fix = (
+            "build the table with LossTable(number of examples), or pass examples_per_epoch ="
+            " the inputs per epoch"
+        )
+        if 0 <= size < self.examples_per_epoch:
+            raise ValueError(
+                f"loss_prune: the input holds {size} examples, but an epoch counts "
+                f"examples_per_epoch={self.examples_per_epoch} inputs (the loss table's size by "
+                f"default), so thresholds would refresh late and the anneal start late; {fix}."
+            )
+        if size < 0 and not self.epoch_size_given:  # unknown, or repeated: cannot tell
+            warnings.warn(
+                f"loss_prune counts an epoch as the loss table's {self.examples_per_epoch} "
+                f"inputs and cannot check it against this input (its size is unknown); if an "
+                f"epoch holds fewer, {fix}.",
+                stacklevel=3,
+            )
 
     def _keep_group(self, batch):
         ids = tf.cast(batch[self.id_key], tf.int64)
@@ -344,7 +368,8 @@ def loss_prune(
         raise TypeError(f"loss_prune(table={table!r}): expected an echoing.LossTable.")
     _check_number("prune_ratio", prune_ratio, 0.0, 1.0, "[0, 1)", upper_open=True)
     _check_number("anneal_fraction", anneal_fraction, 0.0, 1.0, "[0, 1]", upper_open=False)
-    if examples_per_epoch is None:
+    epoch_size_given = examples_per_epoch is not None
+    if not epoch_size_given:
         examples_per_epoch = table.num_examples
     for arg, value in (
         ("num_epochs", num_epochs),
@@ -367,6 +392,7 @@ def loss_prune(
         id_key=id_key,
         group_size=int(group_size),
         name=name,
+        epoch_size_given=epoch_size_given,
     )
 
 

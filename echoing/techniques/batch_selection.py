@@ -106,6 +106,12 @@ def check_config(config) -> None:
             "loss rows, or rows drawn by loss and weighted 1/p)."
         )
     if config.select_ratio == 1:
+        if config.select_mode != "top":
+            raise ValueError(
+                f"config select_mode={config.select_mode!r} with select_ratio=1: in-batch "
+                "selection is off, so the run would train on whole batches. Set select_ratio "
+                "below 1 (e.g. 0.5) or leave select_mode at 'top'."
+            )
         return
     rows = round(config.select_ratio * config.data.batch_size)
     if rows < 1:

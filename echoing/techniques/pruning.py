@@ -103,6 +103,18 @@ def check_config(config) -> None:
             f"{config.prune_epochs!r}."
         )
     if not config.prune:
+        # An option of a technique that is off would silently train the baseline.
+        changed = [
+            f"{key}={config[key]!r}"
+            for key, default in (("prune_ratio", 0.5), ("prune_anneal", 0.125), ("prune_epochs", 0))
+            if config[key] != default
+        ]
+        if changed:
+            raise ValueError(
+                f"config {', '.join(changed)} with prune=False: pruning is off, so the run would "
+                "train on all the data. Set prune=True (e.g. --config=configs/mnist1d.py:"
+                "prune=1,prune_ratio=0.3) or leave the pruning options at their defaults."
+            )
         return
     if config.strategy == "tpu":
         raise ValueError(

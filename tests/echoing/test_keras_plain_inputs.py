@@ -150,3 +150,20 @@ def test_training_without_ids_is_refused_before_any_step_with_the_fix(train, rec
     assert int(model.optimizer.iterations) == 0 and not calls
     for before, after in zip(start, model.model.weights, strict=True):
         np.testing.assert_array_equal(before, after.numpy())
+
+
+def test_float_ids_are_refused_when_fit_traces_the_step():
+    table = echoing.LossTable(8)
+    net = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+    model = echoing.keras.LossFeedback(
+        net,
+        per_example_loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=None
+        ),
+        observers=[table.update],
+    )
+    model.compile("sgd")
+    x = {"inputs": np.zeros((8, 2), np.float32), "id": np.arange(8, dtype=np.float32) + 0.5}
+    with pytest.raises(TypeError, match=r"x\['id'\] must hold integer example ids, got dtype"):
+        model.fit(x, np.zeros(8, np.int64), batch_size=4, epochs=1, verbose=0)
+    assert not table.seen.numpy().any()

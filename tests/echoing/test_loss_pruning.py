@@ -277,3 +277,25 @@ def test_bad_by_id_arguments_name_the_value(call, match):
     stage = echoing.loss_prune(echoing.LossTable(N), num_epochs=2, seed=0)
     with pytest.raises(ValueError, match=match):
         call(stage)
+
+
+def test_an_epoch_longer_than_the_input_is_refused_and_an_unknown_size_warned():
+    stage = echoing.loss_prune(echoing.LossTable(N), num_epochs=2, seed=0)
+    with pytest.raises(ValueError, match=rf"holds {N // 2} examples, but an epoch counts .*{N}"):
+        _ids(N // 2).apply(stage)
+    with pytest.warns(UserWarning, match=rf"loss table's {N} inputs and cannot check it"):
+        _ids().filter(lambda element: True).apply(stage)
+    explicit = echoing.loss_prune(
+        echoing.LossTable(N), num_epochs=2, examples_per_epoch=N // 2, seed=0
+    )
+    assert len(list(_ids(N // 2).repeat(2).apply(explicit))) <= N  # no warning, no error
+
+
+@pytest.mark.parametrize("ids", [[1.7], np.array([0.0, 1.0], np.float32)])
+def test_float_ids_are_refused_not_truncated(ids):
+    table = echoing.LossTable(4)
+    with pytest.raises(TypeError, match=r"ids must be integers, got dtype float"):
+        table.update(ids, [1.0] * len(ids))
+    with pytest.raises(TypeError, match=r"ids must be integers, got dtype float"):
+        tf.function(table.update)(tf.constant(ids, tf.float32), tf.ones([len(ids)]))
+    assert not table.seen.numpy().any()

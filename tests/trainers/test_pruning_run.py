@@ -78,3 +78,18 @@ def test_bad_pruning_configs_are_refused_naming_the_value(prune_config, override
     prune_config.update(overrides)
     with pytest.raises(ValueError, match=message):
         experiment.resolve_config(prune_config)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"prune_ratio": 0.3}, r"prune_ratio=0.3 with prune=False: pruning is off"),
+        ({"prune_anneal": 0.5, "prune_epochs": 4}, r"prune_anneal=0.5, prune_epochs=4 with prune"),
+        ({"select_mode": "sample"}, r"select_mode='sample' with select_ratio=1: .* is off"),
+    ],
+)
+def test_options_of_a_technique_that_is_off_are_refused(load_config, overrides, message):
+    config = load_config("mnist1d", "smoke")
+    config.update(overrides)
+    with pytest.raises(ValueError, match=message):
+        experiment.resolve_config(config)
