@@ -14,7 +14,9 @@ Example::
 absl flags. A run writes into ``workdir``: ``checkpoints/`` (model, optimizer, step, echo meters,
 run clock, every technique's state and, when ``checkpoint_iterator``, the input iterator),
 ``metrics.jsonl`` and ``tensorboard/`` (see ``metrics_writer``), and ``summary.json`` (what
-``run`` returns). Running again with the same workdir resumes from the newest checkpoint.
+``run`` returns). Running again with the same workdir resumes from the newest checkpoint. A run
+holds the workdir's lock (``workdir/run.lock``) until it returns or raises, so a second run in
+the same workdir at the same time is refused, naming the first one's process.
 
 The pieces: ``run_config`` (fields and checks), ``build`` (techniques, model, optimizer and
 ``loop.Trainer`` from the config; ``echoing.techniques`` is everything that changes what reaches
@@ -80,6 +82,8 @@ def run(
 
     Raises:
       ValueError / TypeError: a bad config, or a workdir holding an incompatible checkpoint.
+      checkpointing.WorkdirInUseError: another run is using ``workdir`` (the message names its
+        process): wait for it to finish, or use another workdir.
     """
     config = resolve_config(config)
     if not isinstance(workdir, str) or not workdir:
@@ -88,7 +92,9 @@ def run(
     strategy = strategies.from_config(config)
     workdir = strategies.worker_directory(strategy, workdir)
     tf.io.gfile.makedirs(workdir)
-    with sources.loaded_once():  # the run's pipelines share one loaded data set
+    # Before anything reads or rewrites the workdir (the checkpoint restore removes unfinished
+    # saves, the metrics writer drops rows past the restored step): one run at a time.
+    with checkpointing.WorkdirLock(workdir), sources.loaded_once():
         return _run(config, workdir, strategy, insertions)
 
 

@@ -11,7 +11,9 @@ Example::
 
 A resumed run appends to the same files, so the log covers the whole run across restarts; it
 passes ``start_step`` (the restored step), and rows of later steps, written before a kill, are
-dropped first, so no step is logged twice.
+dropped first, so no step is logged twice. An open writer holds the workdir's lock
+(``checkpointing.WorkdirLock``), so a second run writing the same files at the same time is
+refused (``checkpointing.WorkdirInUseError``) instead of dropping and interleaving rows.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import time
 
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
+
+from trainers import checkpointing
 
 METRICS_FILENAME = "metrics.jsonl"
 
@@ -38,15 +42,27 @@ _SCALAR_METADATA = _scalar_metadata()
 
 
 class MetricsWriter:
-    """Appends ``{"step", "wall_time", **scalars}`` lines and TensorBoard summaries."""
+    """Appends ``{"step", "wall_time", **scalars}`` lines and TensorBoard summaries.
+
+    Holds ``workdir``'s lock from construction to ``close`` (nested in the run's own hold when
+    the run took it first, as ``trainers.experiment.run`` does).
+
+    Raises:
+      checkpointing.WorkdirInUseError: another run holds ``workdir``; nothing was written.
+    """
 
     def __init__(self, workdir: str, start_step: int | None = None):
         tf.io.gfile.makedirs(workdir)
         self.path = os.path.join(workdir, METRICS_FILENAME)
-        if start_step is not None:
-            _drop_rows_after(self.path, start_step)
-        self._file = tf.io.gfile.GFile(self.path, "a")
-        self._summaries = tf.summary.create_file_writer(os.path.join(workdir, "tensorboard"))
+        self._lock = checkpointing.WorkdirLock(workdir).acquire()
+        try:
+            if start_step is not None:
+                _drop_rows_after(self.path, start_step)
+            self._file = tf.io.gfile.GFile(self.path, "a")
+            self._summaries = tf.summary.create_file_writer(os.path.join(workdir, "tensorboard"))
+        except BaseException:
+            self._lock.release()
+            raise
 
     def write(self, step: int, scalars: dict[str, float]) -> None:
         """Logs ``scalars`` (name -> number) at ``step``; flushes so a kill loses nothing."""
@@ -65,8 +81,11 @@ class MetricsWriter:
         self._summaries.flush()
 
     def close(self) -> None:
-        self._file.close()
-        self._summaries.close()
+        try:
+            self._file.close()
+            self._summaries.close()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> MetricsWriter:
         return self

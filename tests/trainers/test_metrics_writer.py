@@ -9,9 +9,19 @@ import tensorflow as tf
 from trainers import metrics_writer
 
 
+def _event_file_order(path):
+    # events.out.tfevents.<seconds>.<host>.<pid>.<uid>.v2: by name, uid 10 sorts before 9, and
+    # two writers opened in one second (the runs of a test) must be read in their uid order.
+    name = os.path.basename(path)
+    _, _, _, seconds, rest = name.split(".", 4)
+    *_, uid, _ = rest.rsplit(".", 2)
+    return int(seconds), int(uid)
+
+
 def _tensorboard_scalars(workdir):
     scalars = {}
-    for path in sorted(glob.glob(os.path.join(workdir, "tensorboard", "events.*"))):
+    paths = glob.glob(os.path.join(workdir, "tensorboard", "events.*"))
+    for path in sorted(paths, key=_event_file_order):
         for event in tf.compat.v1.train.summary_iterator(path):
             for value in event.summary.value:
                 assert value.metadata.plugin_data.plugin_name == "scalars"
