@@ -165,6 +165,7 @@ class Controller:
         self._consumed = self._consumed_at_eval = 0.0
         # Decided once per inner loop (before its scalars are read, so the logged counts agree).
         self._finished = False
+        self._last_progress = None  # (step, progress) after the last inner loop
 
     def fresh_trained(self) -> int:
         """Fresh examples behind the batches trained on so far (batch / echo factor per step)."""
@@ -186,8 +187,22 @@ class Controller:
     def _run_done(self) -> bool:
         """Whether a technique measuring the run in its own units (pruning: epochs) says the
         run is done; checked after each inner loop."""
+        return self._run_progress() >= 1.0
+
+    def _run_progress(self) -> float:
+        """The furthest of the techniques' ``progress()`` (0 when none measures the run)."""
         progress = [t.progress() for t in self.techniques]
-        return any(float(value) >= 1.0 for value in progress if value is not None)
+        return max([float(value) for value in progress if value is not None] or [0.0])
+
+    def _steps_to_run_end(self, step: int) -> int | None:
+        """Steps until the techniques' progress reaches 1 at the last loop's rate, so that the
+        loop that ends the run stops there instead of running to its full length."""
+        progress = self._run_progress()
+        last, self._last_progress = self._last_progress, (step, progress)
+        if last is None or step <= last[0] or progress <= last[1]:
+            return None
+        rate = (progress - last[1]) / (step - last[0])
+        return max(1, math.ceil((1.0 - progress) / rate))
 
     def run(self) -> tuple[int, dict[str, float]]:
         """Trains to the end (or the target); returns the step reached and the last evaluation.
@@ -242,6 +257,9 @@ class Controller:
             _next_multiple(step, schedule.checkpoint_every_steps),
             schedule.num_steps,
         )
+        to_end = self._steps_to_run_end(step)
+        if to_end is not None:
+            boundary = min(boundary, step + to_end)
         echo_factor = math.prod(t.echo_factor() for t in self.techniques)
         self._consumed += (boundary - step) * schedule.batch_size / echo_factor
         result = self.trainer.train(boundary - step)

@@ -36,6 +36,16 @@ def test_a_pruned_run_ends_after_its_epochs_in_fewer_steps(prune_config, tmp_pat
     assert experiment.run(prune_config, workdir)["step"] == summary["step"]
 
 
+def test_the_loop_that_ends_a_pruned_run_stops_near_its_epochs(prune_config, tmp_path):
+    short = experiment.run(prune_config, str(tmp_path / "loops_of_10"))["step"]
+    prune_config.steps_per_loop = 50  # the run ends inside its third loop (~120 steps)
+    prune_config.eval_every_steps = prune_config.checkpoint_every_steps = 160
+    long = experiment.run(prune_config, str(tmp_path / "loops_of_50"))["step"]
+    # From the second loop on, the last loop is cut at the steps the epochs' rate leaves,
+    # instead of running to step 150 (it overshoots by what that rate misjudges).
+    assert short <= long <= short + 10 and long < 150
+
+
 def test_the_learning_rate_follows_the_epochs_read_not_the_step():
     progress = tf.Variable(0.0)
     config = experiment.default_config()
