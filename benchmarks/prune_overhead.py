@@ -88,8 +88,21 @@ def accuracy(net: keras.Model, data: dict) -> float:
     return float(np.mean(np.argmax(logits, -1) == data["eval"]["label"]))
 
 
-def make_step(net, optimizer, table=None):
-    """A user's ``tf.function`` step: weighted mean loss; per-example losses to ``table``."""
+def pruning(num_examples: int, seed: int, args) -> tuple[echoing.LossTable, echoing.LossPruning]:
+    """The library's pruning as a user sets it up: a loss table and its ``loss_prune`` stage."""
+    table = echoing.LossTable(num_examples)
+    stage = echoing.loss_prune(
+        table,
+        num_epochs=args.epochs,
+        prune_ratio=args.prune_ratio,
+        anneal_fraction=args.anneal,
+        seed=seed,
+    )
+    return table, stage
+
+
+def make_step(net, optimizer):
+    """A user's ``tf.function`` step: the weighted mean loss; returns the per-example losses."""
     loss_fn = per_example_loss()
 
     @tf.function
@@ -137,14 +150,7 @@ def run_loop(data, seed, args, prune: bool, stream: bool = False) -> dict:
     train = {**data["train"], "id": np.arange(len(data["train"]["label"]))}
     n = len(train["id"])
     net, optimizer = build(seed, args)
-    table = echoing.LossTable(n)
-    stage = echoing.loss_prune(
-        table,
-        num_epochs=args.epochs,
-        prune_ratio=args.prune_ratio,
-        anneal_fraction=args.anneal,
-        seed=seed,
-    )
+    table, stage = pruning(n, seed, args)
     step = make_step(net, optimizer)
 
     @tf.function
@@ -183,14 +189,7 @@ def run_fit(data, seed, args, prune: bool) -> dict:
     schedule = keras.callbacks.LearningRateScheduler(lambda epoch: cosine(epoch, args))
     counter = StepCounter()
     if prune:
-        table = echoing.LossTable(len(y))
-        stage = echoing.loss_prune(
-            table,
-            num_epochs=args.epochs,
-            prune_ratio=args.prune_ratio,
-            anneal_fraction=args.anneal,
-            seed=seed,
-        )
+        table, stage = pruning(len(y), seed, args)
         train = stage.read(
             {"inputs": x, "label": y}, batch_size=args.batch_size, drop_remainder=True
         )
