@@ -6,19 +6,22 @@ Example::
 
     train_file, eval_file = corpus.make_files("/tmp/echoing", num_train=500, num_eval=100)
     source = text.load(train_file, eval_file, data_dir="/tmp/echoing", max_length=64)
-    # source.train.decode: a line -> {"inputs": int32 [n], "label": int64 [n],
-    #                                 "label_mask": float32 [n], "id": int64}, n <= 64
+    # source.train.dataset: {"ids": int32 [m], "id": int64}, a window's m <= 65 token ids
+    # source.train.decode: -> {"inputs": int32 [n], "label": int64 [n],
+    #                          "label_mask": float32 [n], "id": int64}, n = m - 1 <= 64
 
-Each non-empty line of the files (sorted glob order) is a document. It is tokenized in the
-pipeline's ``decode`` stage, in the graph, by tensorflow-text's ``BertTokenizer`` (lower-casing,
-punctuation splitting, WordPiece) with a vocabulary learned from the train files by
-tensorflow-text's ``bert_vocab_from_dataset`` and stored under ``data_dir/text/vocab`` (a file
-per corpus and size, reused after; ``Source.vocab_file`` names it). Framed as
-``[BOS] tokens [EOS]``, the model reads ``inputs`` and predicts ``label`` = ``inputs`` shifted by
-one. A line with more than ``max_length`` predictions is not cut: it becomes several examples,
-windows of ``max_length`` (each its own id), so nothing is dropped; the load-time pass that
-counts tokens per line decides the windows. Where lines come from (local or gs:// files, or a
-TFDS text dataset by name) is ``pipelines.sources.text_lines``; they are read into memory at load.
+Each non-empty line of the files (sorted glob order) is a document. It is tokenized once, at
+load, in the graph, by tensorflow-text's ``BertTokenizer`` (lower-casing, punctuation splitting,
+WordPiece) with a vocabulary learned from the train files by tensorflow-text's
+``bert_vocab_from_dataset`` and stored under ``data_dir/text/vocab`` (a file per corpus and size,
+reused after; ``Source.vocab_file`` names it). Framed as ``[BOS] tokens [EOS]``, the model reads
+``inputs`` and predicts ``label`` = ``inputs`` shifted by one. A line with more than
+``max_length`` predictions is not cut: it becomes several examples, windows of ``max_length``
+(each its own id), so nothing is dropped. Each raw element holds only its window's ids (at most
+``max_length + 1``, int32), so memory grows with the tokens (about 8 bytes each, the cached ids
+and the windows), not with a line's length times its windows, and ``decode`` only slices them.
+Where lines come from (local or gs:// files, or a TFDS text dataset by name) is
+``pipelines.sources.text_lines``; they are read into memory at load.
 
 Batches: ``batch_stage`` groups examples of similar length (``bucket_by_sequence_length``) and
 pads each batch to its longest example with token 0 (``[PAD]``, ``label_mask`` 0), so that
@@ -39,9 +42,12 @@ from pipelines.sources import gcs, text_lines
 from pipelines.sources.source import Source, SourceSplit
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
-# Tokens per line, by (lines' digest, vocabulary): a trainer builds its datasets several times
-# per run, and counting means tokenizing every line.
-_LENGTHS: dict[tuple[str, str], np.ndarray] = {}
+# Token ids of every line (flat int32 ids, int64 line offsets), by (lines' digest, vocabulary):
+# a trainer builds its datasets several times per run, and tokenizing is the expensive part.
+_TOKENS: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+# Lines are tokenized at load in chunks of about this many bytes, so the tokenizer's
+# intermediates (several times the text) stay bounded; a longer line is a chunk of its own.
+_TOKENIZE_CHUNK_BYTES = 4 << 20
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = range(4)
 
 
@@ -179,31 +185,29 @@ def padding_fraction(batches) -> float:
 
 
 def _split(lines: list[str], tokenizer, vocab_file: str, max_length: int) -> SourceSplit:
-    """One element per window: ``{"line", "window", "id"}``; decode tokenizes and cuts it."""
+    """One element per window: ``{"ids": int32 [<= max_length + 1], "id"}``; decode shifts it."""
     key = (_digest(lines), vocab_file)
-    if key not in _LENGTHS:
-        _LENGTHS[key] = tokenize(tokenizer, tf.constant(lines)).row_lengths().numpy()
-    lengths = _LENGTHS[key]
-    # A line of n ids (with BOS and EOS) has n - 1 predictions: ceil((n - 1) / max_length) windows.
-    windows = np.maximum(1, -(-(lengths - 1) // max_length))
-    line_index = np.repeat(np.arange(len(lines)), windows)
-    window = np.concatenate([np.arange(count) for count in windows])
-    dataset = tf.data.Dataset.from_tensor_slices(
-        {
-            "line": tf.gather(tf.constant(lines), line_index),
-            "window": tf.constant(window, tf.int64),
-            "id": tf.range(len(window), dtype=tf.int64),
-        }
+    if key not in _TOKENS:
+        _TOKENS[key] = _tokenize_lines(tokenizer, lines)
+    values, line_splits = _TOKENS[key]
+    starts, ends = _window_bounds(line_splits, max_length)
+    # Each window's ids, back to back: a window shares one id with the next (its last label is
+    # the next window's first input), so this is (max_length + 1) / max_length of the tokens.
+    sizes = ends - starts
+    window_splits = np.concatenate([[0], np.cumsum(sizes)])
+    positions = np.arange(window_splits[-1]) + np.repeat(starts - window_splits[:-1], sizes)
+    windows = tf.RaggedTensor.from_row_splits(
+        tf.constant(values[positions]), tf.constant(window_splits), validate=False
     )
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {"ids": windows, "id": tf.range(len(starts), dtype=tf.int64)}
+    ).map(_dense_ids)
 
     def decode(element: dict) -> dict:
-        ids = tokenize(tokenizer, element["line"][tf.newaxis])[0]
-        start = element["window"] * max_length
-        inputs = ids[start : start + max_length]
-        label = ids[start + 1 : start + max_length + 1]
-        inputs = inputs[: tf.shape(label)[0]]
+        ids = element["ids"]
+        label = tf.cast(ids[1:], tf.int64)
         return {
-            "inputs": tf.cast(inputs, tf.int32),
+            "inputs": ids[:-1],
             "label": label,
             "label_mask": tf.ones(tf.shape(label), tf.float32),
             "id": element["id"],
@@ -212,7 +216,53 @@ def _split(lines: list[str], tokenizer, vocab_file: str, max_length: int) -> Sou
     def batch(dataset: tf.data.Dataset, batch_size: int, drop_remainder: bool):
         return batch_stage(batch_size, max_length, drop_remainder=drop_remainder)(dataset)
 
-    return SourceSplit(dataset=dataset, decode=decode, num_examples=len(window), batch=batch)
+    return SourceSplit(dataset=dataset, decode=decode, num_examples=len(starts), batch=batch)
+
+
+def _dense_ids(element: dict) -> dict:
+    # A slice of a RaggedTensor arrives as a dense tensor but keeps a RaggedTensorSpec; give
+    # the stages after it (echo, filters, shuffles) a plain [None] TensorSpec.
+    return {"ids": tf.ensure_shape(element["ids"], [None]), "id": element["id"]}
+
+
+def _tokenize_lines(tokenizer, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``[BOS] wordpieces [EOS]`` ids of every line: flat int32 ids and int64 line offsets
+    (line ``i`` is ``ids[splits[i]:splits[i + 1]]``), tokenized in chunks of bounded size."""
+    values, lengths, chunk, chunk_bytes = [], [], [], 0
+
+    def flush():
+        if chunk:
+            ids = tokenize(tokenizer, tf.constant(chunk))
+            values.append(ids.flat_values.numpy().astype(np.int32))
+            lengths.append(ids.row_lengths().numpy())
+            chunk.clear()
+
+    for line in lines:
+        size = len(line)
+        if chunk and chunk_bytes + size > _TOKENIZE_CHUNK_BYTES:
+            flush()
+            chunk_bytes = 0
+        chunk.append(line)
+        chunk_bytes += size
+    flush()
+    splits = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]).astype(np.int64)
+    return np.concatenate(values), splits
+
+
+def _window_bounds(line_splits: np.ndarray, max_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Flat-id ``[start, end)`` of every window, in line order.
+
+    A line of n ids (with BOS and EOS) has n - 1 predictions: ceil((n - 1) / max_length)
+    windows. Window k reads ids ``[k * max_length, k * max_length + max_length + 1)`` of its line
+    (inputs, and labels one further), cut at the line's end.
+    """
+    lengths = np.diff(line_splits)
+    counts = np.maximum(1, -(-(lengths - 1) // max_length))
+    line_index = np.repeat(np.arange(len(lengths)), counts)
+    window = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    starts = line_splits[line_index] + window * max_length
+    ends = np.minimum(starts + max_length + 1, line_splits[line_index + 1])
+    return starts, ends
 
 
 def _digest(lines: list[str]) -> str:
