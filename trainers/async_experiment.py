@@ -17,6 +17,7 @@ steps and learning-rate decays). The outer loop is ``trainers.controller``'s, an
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -29,7 +30,7 @@ from absl import logging
 
 import pipelines
 from pipelines.sources import generated
-from trainers import async_partitioned, models, passm_schedule, strategies
+from trainers import async_partitioned, checkpointing, models, passm_schedule, strategies
 
 # Strategies the asynchronous trainer runs under (the synchronous ones as a fallback).
 STRATEGIES = ("parameter_server", "default", "mirrored")
@@ -60,14 +61,17 @@ def train_and_evaluate(
     num_workers = config.num_workers if is_ps else 1
     trainer = _make_trainer(config, strategy, data, num_workers, is_ps)
     phases = _phases(config, mode, num_workers)
-    result = trainer.run(
-        train_dataset_fn(data, seed=config.seed, num_workers=num_workers),
-        phases,
-        eval_every=config.eval_every,
-        evaluate=make_evaluate(data, seed=config.seed),
-        workdir=workdir,
-        target_accuracy=config.get("target_accuracy"),
-    )
+    # One run per workdir: a second one would interleave metrics and delete the first's saves.
+    lock = checkpointing.WorkdirLock(workdir) if workdir else contextlib.nullcontext()
+    with lock:
+        result = trainer.run(
+            train_dataset_fn(data, seed=config.seed, num_workers=num_workers),
+            phases,
+            eval_every=config.eval_every,
+            evaluate=make_evaluate(data, seed=config.seed),
+            workdir=workdir,
+            target_accuracy=config.get("target_accuracy"),
+        )
     result.update(
         mode=mode,
         requested_mode=config.mode,

@@ -152,8 +152,9 @@ def _run_resumably(config, workdir: str) -> None:
             file=sys.stderr,
         )
         sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
-    except checkpointing.CheckpointSaveError as error:
-        print(f"error: {error}", file=sys.stderr)  # one line: what failed and what is intact
+    except (checkpointing.CheckpointSaveError, checkpointing.WorkdirInUseError) as error:
+        # One line: what failed and what is intact, or which run holds the workdir.
+        print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
 
 

@@ -20,6 +20,8 @@ import tensorflow as tf
 
 from trainers import checkpointing, experiment, metrics_writer
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # A child process that takes the workdir lock as a run does, says so, and holds it until its stdin
@@ -92,8 +94,16 @@ def _make_checkpoint_manager(workdir, load_config, data_dir):
     )
 
 
+def _run_async_trainer(workdir, load_config, data_dir):
+    from trainers import async_experiment
+
+    async_experiment.train_and_evaluate(load_config("passm", "smoke"), workdir)
+
+
 @pytest.mark.parametrize(
-    "start", [_run_experiment, _open_metrics, _make_checkpoint_manager], ids=lambda f: f.__name__
+    "start",
+    [_run_experiment, _run_async_trainer, _open_metrics, _make_checkpoint_manager],
+    ids=lambda f: f.__name__,
 )
 def test_a_second_run_is_refused_naming_the_first(busy_workdir, load_config, data_dir, start):
     workdir, pid = busy_workdir
@@ -173,3 +183,14 @@ def test_a_workdir_in_object_storage_is_not_locked(capsys):
     with checkpointing.WorkdirLock("gs://bucket/run"):
         pass
     assert "not locked" in capsys.readouterr().err
+
+
+def test_the_binary_refuses_a_busy_workdir_in_one_line(busy_workdir):
+    workdir, pid = busy_workdir
+    command = [sys.executable, "-m", "trainers.train", "--config=configs/mnist1d.py:smoke"]
+    finished = subprocess.run(
+        [*command, f"--workdir={workdir}"], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert finished.returncode == 1
+    last = finished.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: the workdir {workdir} is in use by another run: process {pid}")
