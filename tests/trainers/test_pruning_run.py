@@ -103,3 +103,19 @@ def test_options_of_a_technique_that_is_off_are_refused(load_config, overrides, 
     config.update(overrides)
     with pytest.raises(ValueError, match=message):
         experiment.resolve_config(config)
+
+
+def test_a_pruned_run_resumes_mid_epoch_from_its_checkpoint(prune_config, tmp_path):
+    workdir = str(tmp_path / "resumed")
+    prune_config.prune_epochs = 5  # (else the epochs follow num_steps, changed below)
+    whole = experiment.run(prune_config, str(tmp_path / "whole"))
+    bound = prune_config.num_steps
+    prune_config.num_steps = 40  # stopped mid-run (in its second epoch), checkpointed at 40
+    assert experiment.run(prune_config, workdir)["step"] == 40
+    prune_config.num_steps = bound
+    resumed = experiment.run(prune_config, workdir)
+    rows = metrics_writer.read_metrics(workdir)
+    # The pruning state (table, epochs, draws) and the id stream's position came back: the
+    # resumed run ends after the same epochs as the one never stopped, give or take a loop.
+    assert abs(resumed["step"] - whole["step"]) <= prune_config.steps_per_loop
+    assert rows[-1]["prune_epoch"] >= 5 and rows[0]["step"] == 10
