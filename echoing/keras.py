@@ -40,6 +40,7 @@ that one.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 
 import keras
@@ -326,7 +327,9 @@ class AutoEchoCallback(keras.callbacks.Callback):
     tf.data's injected final prefetch (``inject_prefetch``), which would run the recording ahead
     of the steps and credit each step with a later batch's time: that made every step look
     input-bound, and the factor climbed to its bound on pipelines that kept up. The factor is
-    added to the epoch logs (``History``, TensorBoard) as ``echo_factor``.
+    added to the epoch logs (``History``, TensorBoard) as ``echo_factor``. A fit whose first
+    epoch (or whole run, if shorter) ran train steps but stamped no batch warns, once per fit,
+    that ``stamp`` is missing: without it nothing is observed and the factor stays where it is.
 
     For factors above 2 or 3, echo examples rather than batches where the pipeline allows it
     (``unbatch()``, the echo stage, a ``shuffle`` and ``batch()`` again): copies of an example
@@ -352,6 +355,9 @@ class AutoEchoCallback(keras.callbacks.Callback):
         self._read = 0  # batches whose stamps were read
         self._calls = []  # (begin, end, batches taken by its end) of calls not yet observed
         self.observations = 0  # calls timed
+        self._fit_calls = 0  # calls of fit's train function in this fit
+        self._stamped_before_fit = 0  # the stamps' count when this fit began
+        self._stamp_checked = False  # whether this fit's stamps were checked (warned once)
 
     def stamp(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """The pipeline's last transformation: records when each batch was ready and taken."""
@@ -360,6 +366,8 @@ class AutoEchoCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self._traced = False
         self._calls.clear()
+        self._fit_calls, self._stamp_checked = 0, False
+        self._stamped_before_fit = self._stamps.count
         steps = int(getattr(self.model, "steps_per_execution", 1) or 1)
         if steps > self._stamps.capacity:
             raise ValueError(
@@ -373,6 +381,7 @@ class AutoEchoCallback(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         end = time.time()
         taken = self._stamps.count
+        self._fit_calls += 1
         if self._begin is None or not self._traced:
             self._traced = True  # the first call of a fit traces and compiles: not timed
             self._read = taken
@@ -386,6 +395,24 @@ class AutoEchoCallback(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         self._observe_calls()
+        self._check_stamped()
+
+    def _check_stamped(self) -> None:
+        """Warns (once per fit) when fit ran train steps but no batch passed ``stamp``."""
+        if self._stamp_checked or not self._fit_calls:
+            return
+        self._stamp_checked = True
+        if self._stamps.count == self._stamped_before_fit:
+            # A warning, not an error: the training itself is right, only without echo.
+            warnings.warn(
+                f"AutoEchoCallback: fit trained ({self._fit_calls} calls of its train function) "
+                "but no batch was stamped, so nothing was observed and the echo factor stays at "
+                f"{float(self.auto_echo.factor.numpy()):g}. Apply the callback's stamp as the "
+                "pipeline's last stage (after prefetch) and fit on that dataset: "
+                "train = train.apply(callback.stamp).",
+                UserWarning,
+                stacklevel=2,
+            )
 
     def _observe_calls(self) -> None:
         """One ``AutoEcho.observe`` of the calls since the last: their time, waits and steps."""
@@ -412,5 +439,6 @@ class AutoEchoCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._observe_calls()
+        self._check_stamped()  # after the first epoch: a long run learns of it early
         if logs is not None:
             logs["echo_factor"] = float(self.auto_echo.factor.numpy())

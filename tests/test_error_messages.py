@@ -9,6 +9,8 @@ starving filter) are in ``tests/pipelines/sources/test_faults.py``,
 config field's refusal is the table in ``tests/trainers/test_experiment.py``.
 """
 
+import warnings
+
 import keras
 import ml_collections
 import numpy as np
@@ -50,6 +52,18 @@ def _boss_features(up_to):
     return echoing.BossFeatures(boss, up_to)
 
 
+def _fit_auto_echo_without_stamp():
+    """A fit with AutoEchoCallback but no ``.apply(callback.stamp)``: it trains, and warns;
+    the warning is made an error here so that the table can check it like the others."""
+    callback = echoing.keras.AutoEchoCallback(echoing.AutoEcho())
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    data = tf.data.Dataset.from_tensors((tf.zeros([2]), tf.zeros([1]))).repeat(4).batch(2)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="AutoEchoCallback")
+        model.fit(data, callbacks=[callback], verbose=0)
+
+
 def _tfds(name, tmp_path):
     config = pipelines.default_data_config()
     config.source, config.name, config.data_dir = "tfds", name, str(tmp_path)
@@ -87,6 +101,11 @@ ROWS = {
         lambda _: echoing.AutoEcho(max_factor=0),
         ValueError,
         r"max_factor must be in \[1\.0, 1000\.0\], got 0",
+    ),
+    "AutoEchoCallback without stamp (a warning)": (
+        lambda _: _fit_auto_echo_without_stamp(),
+        UserWarning,
+        r"no batch was stamped.*train = train\.apply\(callback\.stamp\)",
     ),
     # The Assistant, its filter and its learner.
     "Assistant num_classes 0": (

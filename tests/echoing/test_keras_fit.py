@@ -6,6 +6,7 @@ import pathlib
 import subprocess
 import sys
 import time
+import warnings
 
 import keras
 import numpy as np
@@ -214,6 +215,36 @@ def test_stamp_records_in_the_step_not_in_an_injected_buffer_ahead_of_it():
     assert stamped.options().experimental_optimization.inject_prefetch is False
     assert stamped.element_spec == (tf.TensorSpec([], tf.int64),) * 2
     assert [tuple(map(int, e)) for e in stamped] == [(0, 0), (1, 1), (2, 2)]
+
+
+def _fit_small(callback, stamped, epochs=2):
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    data = tf.data.Dataset.from_tensors((tf.zeros([2]), tf.zeros([1]))).repeat(8).batch(2)
+    if stamped:
+        data = data.apply(callback.stamp)
+    return model.fit(data, epochs=epochs, callbacks=[callback], verbose=0)
+
+
+@pytest.mark.parametrize("epochs", [1, 3])
+def test_auto_echo_without_stamp_warns_once_with_the_fix(epochs):
+    callback = echoing.keras.AutoEchoCallback(echoing.AutoEcho())
+    with pytest.warns(UserWarning, match=r"no batch was stamped.*train\.apply\(callback\.stamp\)"):
+        _fit_small(callback, stamped=False, epochs=epochs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _fit_small(callback, stamped=False, epochs=epochs)
+    stamp_warnings = [w for w in caught if "callback.stamp" in str(w.message)]
+    assert len(stamp_warnings) == 1  # once per fit, at the first epoch's end
+    assert callback.observations == 0
+
+
+def test_auto_echo_with_stamp_does_not_warn():
+    callback = echoing.keras.AutoEchoCallback(echoing.AutoEcho())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _fit_small(callback, stamped=True)
+    assert not [w for w in caught if "callback.stamp" in str(w.message)]
 
 
 def _mirrored_check():
