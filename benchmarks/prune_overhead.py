@@ -259,6 +259,37 @@ def run_trainer(seed, args, prune: bool, config_name="mnist1d", image=False) -> 
     }
 
 
+def profile_pipelines(data, args, repeats: int = 3) -> dict:
+    """Seconds per batch of the user-loop pipelines alone (no train step), on a table whose
+    losses make pruning keep ~1 - r/2: the work a kept batch costs the input pipeline."""
+    train = {**data["train"], "id": np.arange(len(data["train"]["label"]))}
+    n = len(train["id"])
+    table, by_id = pruning(n, 0, args)
+    _, stream = pruning(n, 0, args)
+    table.update(train["id"], np.random.default_rng(0).exponential(size=n).astype(np.float32))
+    for stage in (by_id, stream):  # past epoch 0 (all unseen) and never annealed
+        stage.full_data_epoch = 1 << 30
+    stream.table = table
+    examples = tf.data.Dataset.from_tensor_slices(train).shuffle(n, seed=0)
+    pipelines = {
+        "full": examples.batch(args.batch_size, drop_remainder=True),
+        "stream": examples.apply(stream).batch(args.batch_size, drop_remainder=True),
+        "by_id": by_id.read(
+            {"inputs": train["inputs"], "label": train["label"]},
+            batch_size=args.batch_size,
+            drop_remainder=True,
+        ),
+    }
+    seconds = {name: [] for name in pipelines}
+    for _ in range(repeats):  # interleaved, so that drift falls on every pipeline alike
+        for name, pipeline in pipelines.items():
+            start, batches = time.perf_counter(), 0
+            for _ in pipeline.prefetch(tf.data.AUTOTUNE):
+                batches += 1
+            seconds[name].append((time.perf_counter() - start) / batches)
+    return {name: float(np.median(values)) for name, values in seconds.items()}
+
+
 def load_config(name: str, argument: str):
     """``configs/<name>.py``'s ``get_config(argument)``, as ``--config=configs/<name>.py:arg``."""
     spec = importlib.util.spec_from_file_location(f"{name}_config", ROOT / "configs" / f"{name}.py")
@@ -462,6 +493,7 @@ def main(argv: list[str] | None = None) -> dict:
     image = image_summary(image_runs)
     result = {
         "headline": headline(summary, image),
+        "pipeline_seconds_per_batch": profile_pipelines(data, args),
         "command": "python benchmarks/prune_overhead.py " + " ".join(argv or sys.argv[1:]),
         "machine": machine(),
         "config": {k: v for k, v in vars(args).items() if k != "output"},
