@@ -104,8 +104,12 @@ def _remove_unfinished_saves(directory: str) -> None:
             print(f"Removed an unfinished checkpoint save: {folder}", file=sys.stderr)
 
 
-def restore_latest(manager: tf.train.CheckpointManager) -> str | None:
+def restore_latest(manager: tf.train.CheckpointManager, *, partial: bool = False) -> str | None:
     """Restores the newest checkpoint of ``manager``, if there is one.
+
+    ``partial=True`` restores what ``manager``'s checkpoint holds (e.g. only the model and step,
+    to evaluate) and leaves the rest of the saved state unread, without warnings; each object
+    it holds must still match.
 
     Returns:
       The restored checkpoint's path, or None when the directory holds no checkpoint.
@@ -121,7 +125,9 @@ def restore_latest(manager: tf.train.CheckpointManager) -> str | None:
     unreadable = []
     for path in paths:
         try:
-            manager.checkpoint.restore(path).assert_existing_objects_matched()
+            status = manager.checkpoint.restore(path).assert_existing_objects_matched()
+            if partial:
+                status.expect_partial()
         except (IndexError, tf.errors.OpError) as error:
             # Unreadable bytes (also a dtype clash with another config): try the next older.
             unreadable.append(f"{path}: {_first_line(error)}")

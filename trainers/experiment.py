@@ -18,6 +18,24 @@ run clock, every technique's state and, when ``checkpoint_iterator``, the input 
 holds the workdir's lock (``workdir/run.lock``) until it returns or raises, so a second run in
 the same workdir at the same time is refused, naming the first one's process.
 
+A finished run also leaves what a Keras user can use: ``model.keras``, the trained model
+(``keras.models.load_model``; it maps a batch of inputs as the eval pipeline decodes them to
+logits, without softmax; a language model's custom layer loads once ``trainers.models`` is
+imported), beside ``vocab.txt`` (text) or ``classes.txt`` (image folders: the class names, line
+``i`` naming label ``i``)::
+
+    import keras
+    import tensorflow as tf
+    from pipelines.sources import images
+
+    model = keras.models.load_model("/tmp/run/model.keras")
+    pixels = images.decode_center_crop(tf.io.read_file("cat.jpg"), size=64)  # as eval decodes
+    classes = open("/tmp/run/classes.txt").read().splitlines()
+    print(classes[int(tf.argmax(model(pixels[None])[0]))])
+
+``evaluate(config, workdir)`` (the binary's ``--eval_only``) evaluates the newest checkpoint of
+a workdir without training.
+
 The pieces: ``run_config`` (fields and checks), ``build`` (techniques, model, optimizer and
 ``loop.Trainer`` from the config; ``echoing.techniques`` is everything that changes what reaches
 the model), ``inputs`` (the per-input-pipeline datasets), ``loop.Trainer`` (the inner loop and
@@ -29,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -51,12 +70,17 @@ __all__ = [
     "RunInterrupted",
     "default_config",
     "diagnose",
+    "evaluate",
     "format_diagnosis",
+    "format_evaluation",
     "format_summary",
     "padded_to_full_batches",
     "resolve_config",
     "run",
 ]
+
+MODEL_FILENAME = "model.keras"
+CLASSES_FILENAME = "classes.txt"
 
 
 def run(
@@ -122,6 +146,7 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
         step, evaluation = outer.run()
     # A finished run restarted: evaluate the restored model for the summary.
     evaluation = evaluation or trainer.evaluate()
+    _export(config, trainer.model, workdir)
     timings = {}
     if config.timing_steps:
         timings = diagnosis.measure_ratio(config, strategy, inputs.technique_stages([user_stages]))
@@ -141,6 +166,89 @@ def _outer_loop(config, trainer, counts, clock, manager, writer) -> controller.C
         clock=clock,
         manager=manager,
         writer=writer,
+    )
+
+
+def _export(config, model, workdir: str) -> None:
+    """Writes ``workdir/model.keras`` and, for image folders, ``workdir/classes.txt``.
+
+    Each file is written under a temporary name and renamed, so a kill leaves the previous
+    version whole."""
+    path = os.path.join(workdir, MODEL_FILENAME)
+    temporary = os.path.join(workdir, f"unfinished.{MODEL_FILENAME}")
+    model.save(temporary)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+    names = class_names(config)
+    if names:
+        path = os.path.join(workdir, CLASSES_FILENAME)
+        with tf.io.gfile.GFile(path + ".unfinished", "w") as file:
+            file.write("".join(f"{name}\n" for name in names))
+        tf.io.gfile.rename(path + ".unfinished", path, overwrite=True)
+
+
+def class_names(config: ml_collections.ConfigDict) -> tuple[str, ...]:
+    """The class names of ``config``'s data (label ``i`` is the ``i``-th), or ``()`` for sources
+    without names (arrays, MNIST-1D, TFRecords, text). ``config`` must be resolved; inside a run
+    the source is the one the run loaded."""
+    return tuple(getattr(sources.load(config.data), "class_names", ()))
+
+
+def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, object]:
+    """Evaluates the newest checkpoint in ``workdir`` on ``config``'s eval split, without training.
+
+    Restores only the model (and step) of the checkpoint a run of ``config`` wrote, so the eval
+    data may differ from the training run's (e.g. another ``data.image_dir`` with the same
+    classes). Reads the workdir and writes nothing, so it can run beside the training run.
+
+    Example::
+
+        result = experiment.evaluate(config, "/tmp/run")
+        print(experiment.format_evaluation(result))  # step 600 (...): eval accuracy 0.9...
+
+    Returns:
+      ``{"step", "checkpoint", "eval_accuracy", "eval_loss", "eval_perplexity" (text only, else
+      None), "eval_examples"}``.
+
+    Raises:
+      ValueError: a bad config; ``workdir`` holds no checkpoint (train first with the same
+        ``--config`` and ``--workdir``); or its checkpoint was written by another model.
+    """
+    config = resolve_config(config)
+    if not isinstance(workdir, str) or not workdir:
+        raise ValueError(f"workdir must be a non-empty path, got {workdir!r}.")
+    strategy = strategies.from_config(config)
+    directory = os.path.join(strategies.worker_directory(strategy, workdir), "checkpoints")
+    if tf.train.latest_checkpoint(directory) is None:
+        raise ValueError(
+            f"the workdir {workdir} holds no checkpoint to evaluate (none in {directory}): "
+            "train first with the same --config and --workdir, or pass the --workdir of a run "
+            "that saved one."
+        )
+    with sources.loaded_once():
+        trainer = build.build_trainer(config, strategy, echo_meters.EchoMeters(), workdir=None)
+        checkpoint = tf.train.Checkpoint(model=trainer.model, step=trainer.step)
+        manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=None)
+        path = checkpointing.restore_latest(manager, partial=True)
+        evaluation = trainer.evaluate()
+    loss = evaluation["eval_loss"]
+    return {
+        "step": int(trainer.step.numpy()),
+        "checkpoint": path,
+        "eval_accuracy": evaluation["eval_accuracy"],
+        "eval_loss": loss,
+        "eval_perplexity": math.exp(min(loss, 700.0)) if config.data.source == "text" else None,
+        "eval_examples": int(evaluation["eval_examples"]),
+    }
+
+
+def format_evaluation(result: dict[str, object]) -> str:
+    """``evaluate``'s result as one line."""
+    perplexity = result.get("eval_perplexity")
+    return (
+        f"step {result['step']} ({result['checkpoint']}): eval accuracy "
+        f"{result['eval_accuracy']:.4f} (loss {result['eval_loss']:.4f}"
+        + (f", perplexity {perplexity:.1f}" if perplexity is not None else "")
+        + f") on {result['eval_examples']} examples"
     )
 
 

@@ -133,8 +133,14 @@ def _transformer_lm_small(input_shape: Sequence[int], num_classes: int) -> keras
     return keras.Model(inputs, logits, name="transformer_lm_small")
 
 
+@keras.saving.register_keras_serializable(package="trainers")
 class SinusoidalPositions(keras.layers.Layer):
-    """Adds sinusoidal position encodings to [batch, length, width] embeddings, any length."""
+    """Adds sinusoidal position encodings to [batch, length, width] embeddings, any length.
+
+    Registered with Keras (as ``trainers>SinusoidalPositions``): a saved language model
+    (``workdir/model.keras``) loads with ``keras.models.load_model`` once ``trainers.models``
+    is imported.
+    """
 
     def call(self, embeddings):
         length, width = keras.ops.shape(embeddings)[1], embeddings.shape[-1]

@@ -8,6 +8,7 @@ Example::
     python -m trainers.train --config=configs/mnist1d.py:smoke --workdir=/tmp/smoke \\
         --config.num_steps=40   # any field can be overridden from the command line
     python -m trainers.train --config=configs/mnist1d.py --workdir=/tmp/diagnose --diagnose
+    python -m trainers.train --config=configs/mnist1d.py --workdir=/tmp/mnist1d --eval_only
     python -m trainers.train --config=configs/mnist1d.py --workdir=/tmp/m --strategy=mirrored
     python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/passm \\
         --strategy=parameter_server   # the asynchronous partitioned trainer (PASSM+)
@@ -28,6 +29,10 @@ The console shows the progress bar (on a terminal), evaluations and the summary;
 ``--verbose`` brings back TensorFlow's C++ notices, absl INFO lines and TFDS's messages
 (``trainers.console``). Re-running with the same ``--workdir`` resumes from its newest
 checkpoint; Ctrl-C or SIGTERM save one at the step reached first (exit status 130 / 143).
+A finished run leaves ``WORKDIR/model.keras`` (``keras.models.load_model``) and, for image
+folders, ``WORKDIR/classes.txt``; ``--eval_only`` evaluates the workdir's newest checkpoint on
+the config's eval split and prints its accuracy, without training
+(``trainers.experiment.evaluate``).
 Everything else (progress bar, ``metrics.jsonl``, TensorBoard, checkpoints, the final summary
 with R) is ``trainers.experiment.run``; this module only holds the flags.
 """
@@ -64,6 +69,12 @@ _DIAGNOSE = flags.DEFINE_bool(
     False,
     "Instead of training: time config.diagnose_steps steps, print R, the input-wait fraction and "
     "the recommended echo factor and insertion point, and write workdir/diagnosis.json.",
+)
+_EVAL_ONLY = flags.DEFINE_bool(
+    "eval_only",
+    False,
+    "Instead of training: restore the newest checkpoint in --workdir (written by a run of the "
+    "same --config) and print its eval accuracy and loss on the config's eval split.",
 )
 _STRATEGY = flags.DEFINE_string(
     "strategy",
@@ -112,13 +123,19 @@ def main(argv: list[str]) -> None:
     config = _CONFIG.value
     if _STRATEGY.value is not None:
         config.strategy = _STRATEGY.value
+    if _EVAL_ONLY.value and _DIAGNOSE.value:
+        raise app.UsageError("--eval_only and --diagnose each replace training: pass one.")
     if "mode" in config:
         # configs/passm.py and the like: the asynchronous partitioned trainer's configs.
-        if _DIAGNOSE.value:
-            raise app.UsageError(
-                "--diagnose times the synchronous loop's input pipeline; this config (with a "
-                "`mode`) belongs to the asynchronous trainer. Use e.g. configs/mnist1d.py."
-            )
+        for flag, what in (
+            (_DIAGNOSE, "times the synchronous loop's input pipeline"),
+            (_EVAL_ONLY, "evaluates the synchronous loop's checkpoints"),
+        ):
+            if flag.value:
+                raise app.UsageError(
+                    f"--{flag.name} {what}; this config (with a `mode`) belongs to the "
+                    "asynchronous trainer. Use e.g. configs/mnist1d.py."
+                )
         _run_partitioned(config, _WORKDIR.value)
     elif config.strategy == "parameter_server":
         raise app.UsageError(
@@ -129,6 +146,8 @@ def main(argv: list[str]) -> None:
         )
     elif _DIAGNOSE.value:
         experiment.diagnose(config, _WORKDIR.value)
+    elif _EVAL_ONLY.value:
+        _evaluate(config, _WORKDIR.value)
     else:
         _run_resumably(config, _WORKDIR.value)
 
@@ -156,6 +175,16 @@ def _run_resumably(config, workdir: str) -> None:
         # One line: what failed and what is intact, or which run holds the workdir.
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
+
+
+def _evaluate(config, workdir: str) -> None:
+    """``--eval_only``: one line with the newest checkpoint's eval accuracy (stdout)."""
+    try:
+        result = experiment.evaluate(config, workdir)
+    except ValueError as error:  # no checkpoint, or one of another model: say which, one line
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    print(experiment.format_evaluation(result))
 
 
 def _serve(task: str, cluster_spec: str | None) -> None:

@@ -31,6 +31,7 @@ out, logged and counted in ``read_stats``: about 1 ms per image, once per proces
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import zlib
 
@@ -48,6 +49,18 @@ CHANNELS = 3
 _SCANS: dict[tuple[tuple[str, int], ...], tuple[list[tuple[str, int]], ReadStats]] = {}
 
 
+@dataclasses.dataclass(frozen=True)
+class ImageFolderSource(Source):
+    """A ``Source`` with the names of its classes (the trainer writes them beside the model).
+
+    Attributes:
+      class_names: the train split's class folder names, sorted; label ``i`` is
+        ``class_names[i]``.
+    """
+
+    class_names: tuple[str, ...] = ()
+
+
 def load(
     root: str,
     *,
@@ -56,7 +69,7 @@ def load(
     eval_split: str = "test",
     eval_fraction: float = 0.1,
     skip_corrupt: bool = False,
-) -> Source:
+) -> ImageFolderSource:
     """Returns the source over the image folder ``root`` (see the module docstring).
 
     Raises:
@@ -83,11 +96,12 @@ def load(
         _split(files, name, image_size, skip_corrupt)
         for files, name in ((train_files, f"{root} (train)"), (eval_files, f"{root} (eval)"))
     )
-    return Source(
+    return ImageFolderSource(
         train=train,
         eval=eval_,
         num_classes=len(classes),
         input_shape=(image_size, image_size, CHANNELS),
+        class_names=tuple(classes),
     )
 
 
