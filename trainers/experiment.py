@@ -49,6 +49,7 @@ import contextlib
 import json
 import math
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 
@@ -146,14 +147,14 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
         step, evaluation = outer.run()
     # A finished run restarted: evaluate the restored model for the summary.
     evaluation = evaluation or trainer.evaluate()
-    _export(config, trainer.model, workdir)
+    exported = _export(config, trainer.model, workdir)
     timings = {}
     if config.timing_steps:
         timings = diagnosis.measure_ratio(config, strategy, inputs.technique_stages([user_stages]))
     summary = make_summary(
         config, step, evaluation, counts, clock, timings, outer.fresh_trained(), read_stats
     )
-    _report(summary, workdir)
+    _report(summary, workdir, exported)
     return summary
 
 
@@ -169,8 +170,9 @@ def _outer_loop(config, trainer, counts, clock, manager, writer) -> controller.C
     )
 
 
-def _export(config, model, workdir: str) -> None:
-    """Writes ``workdir/model.keras`` and, for image folders, ``workdir/classes.txt``.
+def _export(config, model, workdir: str) -> list[str]:
+    """Writes ``workdir/model.keras`` and, for image folders, ``workdir/classes.txt``; returns
+    their paths.
 
     Each file is written under a temporary name and renamed, so a kill leaves the previous
     version whole."""
@@ -178,12 +180,15 @@ def _export(config, model, workdir: str) -> None:
     temporary = os.path.join(workdir, f"unfinished.{MODEL_FILENAME}")
     model.save(temporary)
     tf.io.gfile.rename(temporary, path, overwrite=True)
+    written = [path]
     names = class_names(config)
     if names:
         path = os.path.join(workdir, CLASSES_FILENAME)
         with tf.io.gfile.GFile(path + ".unfinished", "w") as file:
             file.write("".join(f"{name}\n" for name in names))
         tf.io.gfile.rename(path + ".unfinished", path, overwrite=True)
+        written.append(path)
+    return written
 
 
 def class_names(config: ml_collections.ConfigDict) -> tuple[str, ...]:
@@ -252,8 +257,16 @@ def format_evaluation(result: dict[str, object]) -> str:
     )
 
 
-def _report(summary: dict[str, object], workdir: str) -> None:
-    """Writes ``workdir/summary.json`` and prints the human-readable summary."""
+def _report(summary: dict[str, object], workdir: str, exported: Sequence[str]) -> None:
+    """Writes ``workdir/summary.json``; prints the human-readable summary, what the run leaves
+    and the command that opens its TensorBoard summaries."""
     with tf.io.gfile.GFile(os.path.join(workdir, "summary.json"), "w") as file:
         file.write(json.dumps(summary, indent=2) + "\n")
     print(format_summary(summary))
+    model, *names = exported
+    print(
+        f"trained model: {model} (keras.models.load_model)"
+        + "".join(f", class names: {path}" for path in names)
+    )
+    # TensorBoard finds the event files (workdir/tensorboard) below the workdir.
+    print(f"tensorboard --logdir={shlex.quote(workdir)}")

@@ -34,7 +34,8 @@ folders, ``WORKDIR/classes.txt``; ``--eval_only`` evaluates the workdir's newest
 the config's eval split and prints its accuracy, without training
 (``trainers.experiment.evaluate``).
 Everything else (progress bar, ``metrics.jsonl``, TensorBoard, checkpoints, the final summary
-with R) is ``trainers.experiment.run``; this module only holds the flags.
+with R, the closing ``tensorboard --logdir=WORKDIR`` line) is ``trainers.experiment.run``; this
+module only holds the flags.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorboard.backend.event_processing import plugin_event_multiplexer
+from tensorboard.util import tensor_util
 
 import pipelines
 from pipelines.sources import photos
@@ -68,6 +70,26 @@ def test_a_finished_run_leaves_a_keras_model_that_predicts_as_the_trained_one(fi
     assert correct / total == pytest.approx(summary["eval_accuracy"], abs=1e-9)
     # MNIST-1D has no class names: no classes.txt.
     assert not os.path.exists(os.path.join(workdir, "classes.txt"))
+
+
+def test_a_run_ends_with_the_tensorboard_command_and_tensorboard_reads_its_scalars(finished_run):
+    _, workdir, summary, stdout, _ = finished_run
+    lines = stdout.splitlines()
+    assert lines[-2] == f"trained model: {workdir}/model.keras (keras.models.load_model)"
+    assert lines[-1] == f"tensorboard --logdir={workdir}"
+    # What that command shows: TensorBoard's reader, as its scalars plugin uses it, finds the
+    # run below the workdir and its scalar series.
+    multiplexer = plugin_event_multiplexer.EventMultiplexer()
+    multiplexer.AddRunsFromDirectory(workdir)
+    multiplexer.Reload()
+    (tags,) = multiplexer.PluginRunToTagToContent("scalars").values()
+    assert {"train_loss", "eval_accuracy", "fresh_examples", "echo_ratio"} <= set(tags)
+    (run,) = multiplexer.Runs()
+    series = [
+        (event.step, float(tensor_util.make_ndarray(event.tensor_proto)))
+        for event in multiplexer.Tensors(run, "eval_accuracy")
+    ]
+    assert series[-1] == (20, pytest.approx(summary["eval_accuracy"]))
 
 
 def test_eval_only_prints_the_checkpoint_accuracy_and_writes_nothing(finished_run, data_dir):
@@ -129,7 +151,8 @@ def test_an_image_folder_run_writes_its_class_names(tmp_path, data_dir, load_con
     config.warmup_steps, config.progress_bar = 0, False
     config.data.data_dir = data_dir
     workdir = str(tmp_path / "run")
-    _run(config, workdir)
+    _, stdout, _ = _run(config, workdir)
+    assert f", class names: {workdir}/classes.txt\n" in stdout
     with open(os.path.join(workdir, "classes.txt")) as file:
         names = file.read().splitlines()
     assert names == sorted(photos.PHOTOS)
