@@ -39,6 +39,8 @@ that one.
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -47,7 +49,9 @@ import keras
 import tensorflow as tf
 
 from echoing import fit_timing
+from echoing.auto_echo import AutoEcho
 from echoing.priority_feedback import PriorityFeedback
+from echoing.types import is_positive_int
 
 # (ids [B], per-example losses [B]) -> None, run inside the train step.
 Observer = Callable[[tf.Tensor, tf.Tensor], object]
@@ -103,7 +107,7 @@ class LossFeedback(_PerExampleLossModel):
                 "(y_true, y_pred) -> [B], e.g. keras.losses.SparseCategoricalCrossentropy("
                 "from_logits=True, reduction=None)."
             )
-        observers = tuple(observers)
+        observers = _observer_list(observers)
         for observer in observers:
             if not callable(observer):
                 raise TypeError(
@@ -237,6 +241,22 @@ class PrioritizedModel(_PerExampleLossModel):
         return {metric.name: metric.result() for metric in self.metrics}
 
 
+def _observer_list(observers) -> tuple:
+    """``LossFeedback``'s ``observers`` as a tuple; one callable alone is refused, not iterated."""
+    if callable(observers):
+        raise TypeError(
+            f"LossFeedback(observers={observers!r}): expected a list of callables (ids, losses), "
+            "got a single callable; pass a list, e.g. observers=[table.update]."
+        )
+    try:
+        return tuple(observers)
+    except TypeError:
+        raise TypeError(
+            f"LossFeedback(observers={observers!r}): expected a list of callables (ids, losses), "
+            "e.g. observers=[table.update] for an echoing.LossTable."
+        ) from None
+
+
 def _require_ids(owner: keras.Model, x) -> None:
     """Refuses training inputs without the example ids a wrapper reports by (at trace time)."""
     if not isinstance(x, dict) or owner.inputs_key not in x or owner.id_key not in x:
@@ -346,6 +366,7 @@ class AutoEchoCallback(keras.callbacks.Callback):
     def __init__(
         self, auto_echo, *, max_steps_per_execution: int = 4096, observe_seconds: float = 0.05
     ):
+        _check_callback_arguments(auto_echo, max_steps_per_execution, observe_seconds)
         super().__init__()
         self.auto_echo = auto_echo
         self._stamps = fit_timing.BatchStamps(capacity=max_steps_per_execution)
@@ -442,3 +463,28 @@ class AutoEchoCallback(keras.callbacks.Callback):
         self._check_stamped()  # after the first epoch: a long run learns of it early
         if logs is not None:
             logs["echo_factor"] = float(self.auto_echo.factor.numpy())
+
+
+def _check_callback_arguments(auto_echo, max_steps_per_execution, observe_seconds) -> None:
+    """``AutoEchoCallback``'s argument checks: each bad value a clear error, at construction."""
+    if not isinstance(auto_echo, AutoEcho):
+        raise TypeError(
+            f"AutoEchoCallback(auto_echo={auto_echo!r}): expected an echoing.AutoEcho, the one "
+            "whose echo stage the pipeline applies, e.g. auto = echoing.AutoEcho(max_factor=8); "
+            "AutoEchoCallback(auto); dataset.apply(auto.echo())."
+        )
+    if not is_positive_int(max_steps_per_execution):
+        raise ValueError(
+            f"AutoEchoCallback(max_steps_per_execution={max_steps_per_execution!r}): expected "
+            "an int >= 1, at least the steps_per_execution given to model.compile."
+        )
+    if (
+        isinstance(observe_seconds, bool)
+        or not isinstance(observe_seconds, numbers.Real)
+        or not math.isfinite(observe_seconds)
+        or observe_seconds <= 0
+    ):
+        raise ValueError(
+            f"AutoEchoCallback(observe_seconds={observe_seconds!r}): expected a finite number "
+            "of seconds > 0, how often the echo factor is updated (default 0.05)."
+        )

@@ -82,6 +82,12 @@ def test_fit_with_pruning_trains_on_fewer_examples_after_the_first_epoch():
         ({"model": "net"}, TypeError, "expected a keras.Model"),
         ({"per_example_loss": None}, TypeError, r"reduction=None"),
         ({"observers": [1]}, TypeError, r"callables \(ids, losses\), got 1"),
+        (
+            {"observers": echoing.LossTable(4).update},
+            TypeError,
+            r"observers=<bound method LossTable\.update.*a list.*observers=\[table\.update\]",
+        ),
+        ({"observers": 3}, TypeError, r"observers=3\): expected a list of callables"),
     ],
 )
 def test_bad_arguments_are_refused(arguments, error, match):
@@ -198,6 +204,26 @@ def test_auto_echo_under_fit_rises_on_a_throttled_pipeline_and_falls_to_one_on_a
     factors, wait_fraction = _fit_with_auto_echo(0.0, 4.0, steps_per_execution)
     assert factors[-1] < 1.5
     assert wait_fraction < 0.02
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "match"),
+    [
+        ({"auto_echo": "x"}, TypeError, r"auto_echo='x'\): expected an echoing\.AutoEcho"),
+        ({"observe_seconds": -1}, ValueError, r"observe_seconds=-1\): expected a finite number"),
+        ({"observe_seconds": 0}, ValueError, r"observe_seconds=0\)"),
+        ({"observe_seconds": float("inf")}, ValueError, r"observe_seconds=inf\)"),
+        ({"observe_seconds": float("nan")}, ValueError, r"observe_seconds=nan\)"),
+        ({"observe_seconds": "0.1"}, ValueError, r"observe_seconds='0\.1'\)"),
+        ({"observe_seconds": True}, ValueError, r"observe_seconds=True\)"),
+        ({"max_steps_per_execution": 0}, ValueError, r"max_steps_per_execution=0\): expected"),
+        ({"max_steps_per_execution": 2.0}, ValueError, r"max_steps_per_execution=2\.0\)"),
+    ],
+)
+def test_auto_echo_callback_refuses_bad_arguments_at_construction(arguments, error, match):
+    kwargs = {"auto_echo": echoing.AutoEcho(), **arguments}
+    with pytest.raises(error, match=match):
+        echoing.keras.AutoEchoCallback(kwargs.pop("auto_echo"), **kwargs)
 
 
 def test_more_steps_per_execution_than_stamps_kept_is_refused_with_the_fix():
