@@ -62,7 +62,9 @@ class ElementCounter(tf.Module):
 
         Args:
           rows: count the leading dimension of the element's first component (for batches)
-            instead of 1 per element.
+            instead of 1 per element. Elements with a scalar component are not batches (each
+            component of a batch has a batch axis) and are refused when the transformation is
+            applied.
         """
         variable = self.variable
 
@@ -76,7 +78,12 @@ class ElementCounter(tf.Module):
             with tf.control_dependencies([variable.assign_add(amount)]):
                 return tf.nest.map_structure(tf.identity, element)
 
-        return lambda dataset: dataset.map(increment, name=f"count_{self.name}")
+        def transformation(dataset: tf.data.Dataset) -> tf.data.Dataset:
+            if rows:
+                _check_batched(dataset.element_spec, self.name)
+            return dataset.map(increment, name=f"count_{self.name}")
+
+        return transformation
 
     def value(self) -> int:
         return int(self.variable.numpy())
@@ -107,6 +114,24 @@ class EchoMeters(tf.Module):
             "emitted_examples": emitted,
             "echo_ratio": emitted / fresh if fresh else 0.0,
         }
+
+
+def _check_batched(element_spec, name: str) -> None:
+    """Refuses ``count(rows=True)`` on elements with a scalar component: they are not batches."""
+    shapes = [getattr(spec, "shape", None) for spec in tf.nest.flatten(element_spec)]
+    if any(shape is not None and shape.rank == 0 for shape in shapes):
+        described = tf.nest.map_structure(_shape_text, element_spec)
+        raise ValueError(
+            f"ElementCounter({name!r}).count(rows=True) counts the rows of batches, but these "
+            f"elements are not batched (shapes {described}: a scalar has no batch axis). Apply "
+            "it after batch(), or use count() to count one per element."
+        )
+
+
+def _shape_text(spec) -> tuple | None:
+    """A component's shape as a tuple for a message (``None``: unknown)."""
+    shape = getattr(spec, "shape", None)
+    return None if shape is None or shape.rank is None else tuple(shape)
 
 
 def _rows(tensor) -> tf.Tensor:

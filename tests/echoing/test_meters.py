@@ -40,6 +40,29 @@ def test_rows_counts_the_batch_axis(make_batches, expected_rows):
     assert dataset.element_spec == make_batches().element_spec
 
 
+@pytest.mark.parametrize(
+    ("make_elements", "component"),
+    [
+        (lambda: tf.data.Dataset.range(10), r"\(\)"),
+        (lambda: tf.data.Dataset.from_tensor_slices((tf.zeros([6, 3]), tf.zeros([6]))), r"\(\)"),
+        (
+            lambda: tf.data.Dataset.from_tensor_slices({"x": tf.zeros([6, 3]), "id": tf.range(6)}),
+            "",
+        ),
+    ],
+    ids=["scalars", "features_and_label", "dict_with_id"],
+)
+def test_rows_on_unbatched_elements_is_refused_with_the_fix(make_elements, component):
+    counter = meters.ElementCounter("rows")
+    with pytest.raises(
+        ValueError,
+        match=r"count\(rows=True\) counts the rows of batches.*"
+        r"not batched.*after batch\(\).*count\(\)",
+    ):
+        make_elements().apply(counter.count(rows=True))
+    assert counter.value() == 0
+
+
 def test_counts_accumulate_across_epochs_and_reset():
     counter = meters.ElementCounter("epochs")
     dataset = tf.data.Dataset.range(5).apply(counter.count())
