@@ -180,23 +180,20 @@ class AssistantLearner:
         This is the ``(ids, per_example_losses, step)`` feedback signature of
         ``trainers.loop``; ids and losses of any matching shape (e.g. ``[steps, B]``) work.
         """
-        if self.examples is None:
-            raise ValueError(
-                "AssistantLearner.feedback_ids needs the training examples by id: construct the "
-                "learner with examples={'inputs': x_train, 'label': y_train}, or call feedback("
-                "batch, losses) with the batch itself."
-            )
-        ids = tf.reshape(ids, [-1])
-        self.push(None, ids, tf.reshape(per_example_losses, [-1]), step=step)
+        self.push(None, tf.reshape(ids, [-1]), tf.reshape(per_example_losses, [-1]), step=step)
 
     def push(
         self, features: tf.Tensor, labels: tf.Tensor, losses: tf.Tensor, step: int | None = None
     ) -> None:
         """Queues ``(features [B, ...], labels [B], losses [B])`` for training (see feedback).
 
-        ``features=None`` means ``labels`` holds example ids to look up in ``examples``.
+        ``features=None`` means ``labels`` holds example ids to look up in ``examples``; they
+        are checked to be in range here, in the caller's thread (which reads their values).
+        Integer labels of any width are taken (as int64); other labels are refused, since the
+        Assistant would truncate 1.7 to class 1.
         """
         self._raise_if_failed()
+        labels = self._checked_ids(labels) if features is None else _integer_labels(labels)
         self._check_shapes(features, labels, losses)
         with self._condition:
             self._offered_batches += 1
@@ -322,6 +319,32 @@ class AssistantLearner:
                 "give it the batch the Boss trained on, selected as the filter selects them "
                 "(features=...)."
             )
+
+    def _checked_ids(self, ids) -> np.ndarray:
+        """``ids`` (example ids, for ``examples``) as int64 values, refused unless in range."""
+        if self.examples is None:
+            raise ValueError(
+                "AssistantLearner.feedback_ids needs the training examples by id: construct the "
+                "learner with examples={'inputs': x_train, 'label': y_train}, or call feedback("
+                "batch, losses) with the batch itself."
+            )
+        values = np.asarray(ids)
+        if not np.issubdtype(values.dtype, np.integer):
+            raise TypeError(
+                f"AssistantLearner.feedback_ids needs integer example ids, got dtype "
+                f"{values.dtype}; a cast would truncate 1.7 to 1, another example's id. Give the "
+                "examples int ids (echoing.with_ids)."
+            )
+        values = values.astype(np.int64).reshape(-1)
+        size = int(self._example_labels.shape[0])
+        if values.size and (values.min() < 0 or values.max() >= size):
+            raise ValueError(
+                f"AssistantLearner.feedback_ids got ids in [{values.min()}, {values.max()}], "
+                f"outside [0, {size}) (the {size} examples given as examples=...); report the "
+                "ids of those examples, numbered 0..N-1 in their order (as echoing.with_ids "
+                "numbers a source), or construct the learner with all the training examples."
+            )
+        return values
 
     def _check_labels(self, labels) -> None:
         num_classes = getattr(self.assistant, "num_classes", None)
@@ -484,7 +507,9 @@ def _example_tables(examples, features, label_key):
             "{'inputs': x_train, 'label': y_train}."
         )
     with tf.device("/cpu:0"):
-        labels = tf.constant(_labels_by_id(examples) if label_key is None else examples[label_key])
+        labels = _integer_labels(
+            _labels_by_id(examples) if label_key is None else examples[label_key]
+        )
         if callable(features):
             return labels, None, {k: tf.constant(v) for k, v in examples.items()}
         return labels, tf.constant(select_features(examples, features)), None
@@ -559,6 +584,18 @@ def _check_threshold(threshold, threshold_decay) -> None:
             f"AssistantLearner(threshold_decay={threshold_decay!r}): expected a number in "
             "[0, 1); 0 uses each batch's own mean, the paper's code uses 0.75."
         )
+
+
+def _integer_labels(labels) -> tf.Tensor:
+    """Class labels as int64 (int32, uint8, ... are widened: batches of either train together)."""
+    labels = tf.convert_to_tensor(labels)
+    if not labels.dtype.is_integer:
+        raise TypeError(
+            f"AssistantLearner got labels of dtype {labels.dtype.name}; expected integer class "
+            "labels in [0, num_classes) (the Assistant would truncate 1.7 to class 1). Pass the "
+            "Boss's integer labels, or label_key=None when the examples have no class."
+        )
+    return labels if labels.dtype == tf.int64 else tf.cast(labels, tf.int64)
 
 
 def _concatenate(parts) -> tf.Tensor:

@@ -232,6 +232,54 @@ def test_feedback_by_ids_without_examples_explains_the_fix():
         learner.feedback_ids(tf.constant([0]), tf.constant([1.0]))
 
 
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize("by_ids", [False, True])
+def test_integer_labels_of_any_width_train_together(asynchronous, by_ids):
+    learner = AssistantLearner(
+        Assistant(3, input_shape=(2,)),
+        asynchronous=asynchronous,
+        examples={
+            "inputs": np.zeros((4, 2), np.float32),
+            "label": np.arange(4, dtype=np.int32) % 3,
+        },
+    )
+    losses = tf.constant([1.0, 2.0])
+    for dtype in [tf.int32, tf.int64, tf.uint8, tf.int32]:
+        learner.push(tf.zeros([2, 2]), tf.constant([0, 2], dtype), losses)
+        if by_ids:  # int32 labels from examples, and ids of either width
+            learner.feedback_ids(tf.constant([1, 3], tf.int32), losses)
+    learner.wait_until_idle()
+    learner.close()
+    assert learner.stats()["trained_examples"] == (16 if by_ids else 8)
+
+
+def test_labels_that_are_not_integers_are_refused():
+    learner = AssistantLearner(Assistant(2, input_shape=(2,)), asynchronous=False)
+    with pytest.raises(TypeError, match=r"labels of dtype float32.*integer class labels"):
+        learner.push(tf.zeros([2, 2]), tf.constant([0.0, 1.7]), tf.constant([1.0, 2.0]))
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize(
+    ("ids", "error", "match"),
+    [
+        ([0, 7], ValueError, r"ids in \[0, 7\], outside \[0, 4\).*4 examples"),
+        ([-1, 2], ValueError, r"ids in \[-1, 2\], outside \[0, 4\)"),
+        ([1.0, 2.0], TypeError, r"integer example ids, got dtype float32"),
+    ],
+)
+def test_ids_outside_the_examples_are_refused_at_once(asynchronous, ids, error, match):
+    learner = AssistantLearner(
+        Assistant(2, input_shape=(2,)),
+        asynchronous=asynchronous,
+        examples={"inputs": np.zeros((4, 2), np.float32), "label": np.zeros(4, np.int64)},
+    )
+    with pytest.raises(error, match=match):
+        learner.feedback_ids(tf.constant(ids), tf.constant([1.0, 2.0]))
+    assert learner._thread is None  # refused in the caller's thread: nothing queued
+    learner.close()
+
+
 def test_examples_without_labels_are_rejected():
     with pytest.raises(TypeError, match="examples=dict"):
         AssistantLearner(Assistant(2, input_shape=(1,)), examples={"inputs": np.zeros([3, 1])})
