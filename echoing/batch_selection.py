@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -39,23 +40,20 @@ def select_rows(batch: dict, scores: tf.Tensor, k: int) -> dict:
       A dict with the same keys, each of first dimension ``k`` (static).
 
     Raises:
-      ValueError: ``k`` not an int in ``[1, B]`` (B static), or scores not of shape ``[B]``
-        (InvalidArgumentError at run time when B is only known then).
+      ValueError: ``k`` not an int in ``[1, B]`` (B static), scores not of shape ``[B]``, or an
+        entry of ``batch`` without ``B`` rows (InvalidArgumentError at run time when B is only
+        known then).
     """
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"select_rows(k={k!r}): expected an int >= 1, the rows to train on.")
     if not isinstance(batch, dict) or not batch:
         raise TypeError(f"select_rows(batch={batch!r}): expected a non-empty dict of tensors.")
     scores = tf.convert_to_tensor(scores)
-    size = tf.compat.dimension_value(next(iter(batch.values())).shape[0])
+    size = _static_rows("select_rows", batch, scores)
     if size is not None and k > size:
         raise ValueError(
             f"select_rows(k={k}) asks for more rows than the batch has ({size}); pick k <= the "
             "per-replica batch size."
-        )
-    if scores.shape.rank != 1 or (size is not None and scores.shape[0] not in (None, size)):
-        raise ValueError(
-            f"select_rows: scores must be one per row, shape [{size}], got {scores.shape}."
         )
     checks = [
         tf.debugging.assert_less_equal(
@@ -128,6 +126,51 @@ def sample_rows(
     drawn = {key: tf.gather(value, index) for key, value in batch.items()}
     drawn["sample_weight"] = tf.math.reciprocal(size * tf.gather(probability, index))
     return drawn
+
+
+def _static_rows(caller: str, batch: dict, scores: tf.Tensor) -> int | None:
+    """The batch's row count where shapes say it (else ``None``), after checking statically that
+    ``scores`` is ``[B]`` and that every entry of ``batch`` has ``B`` rows."""
+    rows = {key: _leading_size(caller, key, value) for key, value in batch.items()}
+    known = {key: size for key, size in rows.items() if size is not None}
+    if scores.shape.rank is not None and scores.shape.rank != 1:
+        size = next(iter(known.values()), None)
+        raise ValueError(
+            f"{caller}: scores must be one per row, shape [{size}], got {scores.shape}."
+        )
+    num_scores = tf.compat.dimension_value(scores.shape[0]) if scores.shape.rank else None
+    sizes = set(known.values())
+    if num_scores is not None and len(sizes) == 1 and num_scores not in sizes:
+        # The entries agree among themselves: the scores are the odd one out.
+        (size,) = sizes
+        raise ValueError(
+            f"{caller}: scores must be one per row, shape [{size}], got {scores.shape}."
+        )
+    if num_scores is not None:
+        reference, what = num_scores, f"there are {num_scores} scores (one per row)"
+    elif known:
+        first = next(iter(known))
+        reference, what = known[first], f"batch[{first!r}] has {known[first]} rows"
+    else:
+        return None
+    for key, size in known.items():
+        if size != reference:
+            raise ValueError(
+                f"{caller}: batch[{key!r}] has {size} rows, but {what}; every entry of batch "
+                "must share its first axis with the scores (one row per example)."
+            )
+    return reference
+
+
+def _leading_size(caller: str, key, value) -> int | None:
+    """The static size of ``value``'s first axis, ``None`` if unknown; refuses a scalar."""
+    shape = tf.TensorShape(value.shape if hasattr(value, "shape") else np.shape(value))
+    if shape.rank == 0:
+        raise ValueError(
+            f"{caller}: batch[{key!r}] is a scalar, but every entry of batch needs a first axis "
+            "of one row per example; keep per-batch values out of the batch dict."
+        )
+    return tf.compat.dimension_value(shape[0]) if shape.rank else None
 
 
 def count_nonfinite(scores: tf.Tensor) -> tf.Tensor:

@@ -43,7 +43,19 @@ def _live_factor(value):
 
 def _learner_push(features, labels, losses):
     learner = echoing.AssistantLearner(echoing.Assistant(2, input_shape=(4,)))
-    learner.push(tf.zeros(features), tf.constant(labels, tf.int64), tf.constant(losses))
+    learner.push(tf.zeros(features), tf.constant(labels), tf.constant(losses))
+
+
+def _learner_feedback_ids(ids):
+    examples = {"inputs": np.zeros((4, 4), np.float32), "label": np.zeros(4, np.int64)}
+    learner = echoing.AssistantLearner(echoing.Assistant(2, input_shape=(4,)), examples=examples)
+    learner.feedback_ids(tf.constant(ids), tf.ones([len(ids)]))
+
+
+def _loss_feedback(**arguments):
+    net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    return echoing.keras.LossFeedback(net, **{"per_example_loss": loss, **arguments})
 
 
 def _boss_features(up_to):
@@ -107,6 +119,33 @@ ROWS = {
         UserWarning,
         r"no batch was stamped.*train = train\.apply\(callback\.stamp\)",
     ),
+    "AutoEchoCallback of a string": (
+        lambda _: echoing.keras.AutoEchoCallback("x"),
+        TypeError,
+        r"AutoEchoCallback\(auto_echo='x'\): expected an echoing\.AutoEcho",
+    ),
+    "AutoEchoCallback observe_seconds -1": (
+        lambda _: echoing.keras.AutoEchoCallback(echoing.AutoEcho(), observe_seconds=-1),
+        ValueError,
+        r"observe_seconds=-1\): expected a finite number of seconds > 0",
+    ),
+    "AutoEchoCallback max_steps_per_execution 0": (
+        lambda _: echoing.keras.AutoEchoCallback(echoing.AutoEcho(), max_steps_per_execution=0),
+        ValueError,
+        r"max_steps_per_execution=0\): expected an int >= 1",
+    ),
+    # Counters.
+    "count(rows=True) before batch()": (
+        lambda _: _examples().apply(echoing.meters.ElementCounter("rows").count(rows=True)),
+        ValueError,
+        r"count\(rows=True\) counts the rows of batches.*not batched.*Apply it after batch\(\)",
+    ),
+    # The Keras wrappers.
+    "LossFeedback observers not in a list": (
+        lambda _: _loss_feedback(observers=echoing.LossTable(4).update),
+        TypeError,
+        r"got a single callable; pass a list, e\.g\. observers=\[table\.update\]",
+    ),
     # The Assistant, its filter and its learner.
     "Assistant num_classes 0": (
         lambda _: echoing.Assistant(num_classes=0, input_shape=(4,)),
@@ -134,6 +173,21 @@ ROWS = {
         lambda _: _learner_push([2, 4], [0, 1], [1.0]),
         ValueError,
         r"got 2 labels \(or ids\) but \(1,\) losses",
+    ),
+    "learner labels that are not integers": (
+        lambda _: _learner_push([2, 4], [0.0, 1.7], [1.0, 2.0]),
+        TypeError,
+        r"labels of dtype float32; expected integer class labels",
+    ),
+    "learner ids outside the examples": (
+        lambda _: _learner_feedback_ids([1, 4]),
+        ValueError,
+        r"feedback_ids got ids in \[1, 4\], outside \[0, 4\) \(the 4 examples",
+    ),
+    "learner float ids": (
+        lambda _: _learner_feedback_ids([1.0, 2.0]),
+        TypeError,
+        r"feedback_ids needs integer example ids, got dtype float32",
     ),
     "BossFeatures layer that does not exist": (
         lambda _: _boss_features("conv"),
@@ -189,6 +243,13 @@ ROWS = {
         lambda _: echoing.select_rows({"x": tf.zeros([4, 2])}, tf.zeros([4]), 5),
         ValueError,
         r"k=5\) asks for more rows than the batch has \(4\)",
+    ),
+    "select_rows an entry of another length": (
+        lambda _: echoing.select_rows(
+            {"x": tf.zeros([4, 2]), "y": tf.zeros([3])}, tf.zeros([4]), 2
+        ),
+        ValueError,
+        r"batch\['y'\] has 3 rows, but there are 4 scores \(one per row\)",
     ),
     "sample_rows uniform_mix 0": (
         lambda _: echoing.sample_rows({"x": tf.zeros([4])}, tf.ones([4]), 2, [0, 0], uniform_mix=0),

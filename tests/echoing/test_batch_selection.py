@@ -59,6 +59,13 @@ def test_bad_arguments_are_refused_naming_the_value(k, scores, match):
         echoing.select_rows(_batch(), scores, k=k)
 
 
+@pytest.mark.parametrize("key", ["inputs", "label", "id"])
+def test_every_entry_must_have_a_row_per_score(key):
+    batch = {**_batch(), key: _batch(5)[key]}  # one entry of 5 rows among entries of 6
+    with pytest.raises(ValueError, match=rf"batch\['{key}'\] has 5 rows.*6 scores"):
+        echoing.select_rows(batch, tf.zeros([6]), k=2)
+
+
 def test_a_batch_of_unknown_size_is_checked_when_it_runs():
     select = tf.function(
         lambda batch, scores: echoing.select_rows(batch, scores, k=5),
