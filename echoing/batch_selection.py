@@ -41,8 +41,9 @@ def select_rows(batch: dict, scores: tf.Tensor, k: int) -> dict:
 
     Raises:
       ValueError: ``k`` not an int in ``[1, B]`` (B static), scores not of shape ``[B]``, or an
-        entry of ``batch`` without ``B`` rows (InvalidArgumentError at run time when B is only
-        known then).
+        entry of ``batch`` without ``B`` rows, when the shapes are known at trace time; else an
+        InvalidArgumentError naming the argument when the step runs (XLA, ``jit_compile=True``,
+        drops run-time assertions: give it static shapes, e.g. ``batch(..., drop_remainder=True)``).
     """
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"select_rows(k={k!r}): expected an int >= 1, the rows to train on.")
@@ -55,15 +56,16 @@ def select_rows(batch: dict, scores: tf.Tensor, k: int) -> dict:
             f"select_rows(k={k}) asks for more rows than the batch has ({size}); pick k <= the "
             "per-replica batch size."
         )
-    checks = [
+    checks = _run_time_checks("select_rows", batch, scores)
+    checks.append(
         tf.debugging.assert_less_equal(
             tf.constant(k), tf.shape(scores)[0], message=f"select_rows: k={k} > rows in batch"
         )
-    ]
+    )
     with tf.control_dependencies(checks):
         ranked = tf.where(tf.math.is_finite(scores), tf.cast(scores, tf.float32), -float("inf"))
         _, index = tf.math.top_k(ranked, k=k, sorted=False)
-    index = tf.sort(index)  # the batch's own order, so a selection of all rows is the batch
+        index = tf.sort(index)  # the batch's own order, so a selection of all rows is the batch
     return {key: tf.gather(value, index) for key, value in batch.items()}
 
 
@@ -97,6 +99,12 @@ def sample_rows(
 
     Returns:
       The drawn rows (each of first dimension ``k``) and ``"sample_weight"`` (float32 ``[k]``).
+
+    Raises:
+      ValueError: bad ``k``, ``uniform_mix`` or ``seed`` shape; scores not of shape ``[B]`` or
+        an entry of ``batch`` without ``B`` rows, when the shapes are known at trace time (else
+        an InvalidArgumentError naming the argument when the step runs, as in ``select_rows``).
+      TypeError: ``batch`` not a dict, or with a ``"sample_weight"`` key; a non-integer seed.
     """
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"sample_rows(k={k!r}): expected an int >= 1, the rows to train on.")
@@ -112,7 +120,11 @@ def sample_rows(
             f"sample_rows(uniform_mix={uniform_mix!r}): expected a number in (0, 1]; it bounds "
             "each weight 1/(B·q) by 1/uniform_mix."
         )
-    scores = tf.cast(tf.convert_to_tensor(scores), tf.float32)
+    seed = _checked_seed(seed)
+    scores = tf.convert_to_tensor(scores)
+    _static_rows("sample_rows", batch, scores)
+    with tf.control_dependencies(_run_time_checks("sample_rows", batch, scores)):
+        scores = tf.cast(scores, tf.float32)
     usable = tf.where(tf.math.is_finite(scores), tf.maximum(scores, 0.0), 0.0)
     size = tf.cast(tf.shape(usable)[0], tf.float32)
     total = tf.reduce_sum(usable)
@@ -121,7 +133,7 @@ def sample_rows(
     probability = (1.0 - uniform_mix) * share + uniform_mix / size
     # int32 seeds and indices: the kernel XLA has (TPUs, jit_compile=True).
     index = tf.random.stateless_categorical(
-        tf.math.log(probability)[tf.newaxis], k, seed=tf.cast(seed, tf.int32), dtype=tf.int32
+        tf.math.log(probability)[tf.newaxis], k, seed=seed, dtype=tf.int32
     )[0]
     drawn = {key: tf.gather(value, index) for key, value in batch.items()}
     drawn["sample_weight"] = tf.math.reciprocal(size * tf.gather(probability, index))
@@ -160,6 +172,53 @@ def _static_rows(caller: str, batch: dict, scores: tf.Tensor) -> int | None:
                 "must share its first axis with the scores (one row per example)."
             )
     return reference
+
+
+def _run_time_checks(caller: str, batch: dict, scores: tf.Tensor) -> list:
+    """Assertions, for the shapes known only when the step runs, that ``scores`` is ``[B]`` and
+    that every entry of ``batch`` has its ``B`` rows; each names the argument at fault."""
+    checks = []
+    if scores.shape.rank is None:
+        checks.append(
+            tf.debugging.assert_rank(
+                scores, 1, message=f"{caller}: scores must be one per row of batch, rank 1"
+            )
+        )
+    num_scores = tf.compat.dimension_value(scores.shape[0]) if scores.shape.rank else None
+    for key, value in batch.items():
+        size = _leading_size(caller, key, value)
+        if size is not None and num_scores is not None:
+            continue  # checked statically
+        rows = value.nrows() if isinstance(value, tf.RaggedTensor) else tf.shape(value)[0]
+        checks.append(
+            tf.debugging.Assert(
+                tf.equal(tf.cast(rows, tf.int64), tf.shape(scores, out_type=tf.int64)[0]),
+                [
+                    # No quotes around the key: the error would show them escaped.
+                    f"{caller}: the batch entry {key} must have one row per score (every entry "
+                    "of batch shares its first axis with the scores); its rows, then the scores:",
+                    rows,
+                    tf.shape(scores)[0],
+                ],
+            )
+        )
+    return checks
+
+
+def _checked_seed(seed) -> tf.Tensor:
+    """``sample_rows``'s stateless seed as int32 ``[2]`` (the kernel XLA has), checked."""
+    tensor = tf.convert_to_tensor(seed)
+    if not tensor.dtype.is_integer:
+        raise TypeError(
+            f"sample_rows(seed={seed!r}): expected int32/int64 of shape [2], e.g. "
+            f"[run_seed, step], got dtype {tensor.dtype.name}."
+        )
+    if tensor.shape.rank is not None and tensor.shape != [2]:
+        raise ValueError(
+            f"sample_rows(seed={seed!r}): expected int32/int64 of shape [2], e.g. "
+            f"[run_seed, step], got shape {tensor.shape}."
+        )
+    return tf.cast(tensor, tf.int32)
 
 
 def _leading_size(caller: str, key, value) -> int | None:

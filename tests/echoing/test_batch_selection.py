@@ -82,6 +82,76 @@ def test_a_batch_of_unknown_size_is_checked_when_it_runs():
         select(_batch(3), tf.zeros([3]))
 
 
+def _traced(select, batch_spec, scores_spec, **arguments):
+    """``select`` traced in a tf.function of these input specs (as a train step traces it)."""
+    function = tf.function(
+        lambda batch, scores: select(batch, scores, **arguments),
+        input_signature=[batch_spec, scores_spec],
+    )
+    return function.get_concrete_function()
+
+
+@pytest.mark.parametrize("select", ["select_rows", "sample_rows"])
+@pytest.mark.parametrize(
+    ("batch_spec", "scores_spec", "match"),
+    [
+        (
+            {"x": tf.TensorSpec([8, 2])},
+            tf.TensorSpec([6]),
+            r"scores must be one per row, shape \[8\]",
+        ),
+        ({"x": tf.TensorSpec([8, 2])}, tf.TensorSpec([8, 1]), r"scores must be one per row"),
+        (
+            {"x": tf.TensorSpec([8, 2]), "id": tf.TensorSpec([7], tf.int64)},
+            tf.TensorSpec([8]),
+            r"batch\['id'\] has 7 rows, but there are 8 scores",
+        ),
+        (
+            {"x": tf.TensorSpec([8, 2]), "id": tf.TensorSpec([7], tf.int64)},
+            tf.TensorSpec([None]),
+            r"batch\['id'\] has 7 rows, but batch\['x'\] has 8 rows",
+        ),
+        ({"x": tf.TensorSpec([], tf.float32)}, tf.TensorSpec([8]), r"batch\['x'\] is a scalar"),
+    ],
+)
+def test_static_shapes_are_checked_when_traced_naming_the_argument(
+    select, batch_spec, scores_spec, match
+):
+    arguments = {"k": 2} if select == "select_rows" else {"k": 2, "seed": [0, 0]}
+    with pytest.raises(ValueError, match=rf"{select}: {match}"):
+        _traced(getattr(echoing, select), batch_spec, scores_spec, **arguments)
+
+
+@pytest.mark.parametrize("seed", [[0, 1, 2], 3, tf.zeros([2], tf.float32)])
+def test_sample_rows_refuses_a_seed_that_is_not_two_ints(seed):
+    with pytest.raises((ValueError, TypeError), match=r"sample_rows\(seed=.*\): expected .*\[2\]"):
+        echoing.sample_rows(_batch(), tf.ones([6]), k=2, seed=seed)
+
+
+@pytest.mark.parametrize("select", ["select_rows", "sample_rows"])
+@pytest.mark.parametrize(
+    ("batch", "scores", "match"),
+    [
+        ({"x": tf.zeros([4, 2]), "id": tf.zeros([3])}, tf.zeros([4]), r"entry id .*\[3\] \[4\]"),
+        ({"x": tf.zeros([4, 2])}, tf.zeros([3]), r"entry x .*\[4\] \[3\]"),
+    ],
+)
+def test_shapes_known_only_when_run_are_checked_naming_the_argument(select, batch, scores, match):
+    arguments = {"k": 2} if select == "select_rows" else {"k": 2, "seed": [0, 0]}
+    function = tf.function(
+        lambda batch, scores: getattr(echoing, select)(batch, scores, **arguments),
+        input_signature=[
+            {key: tf.TensorSpec([None, *value.shape[1:]]) for key, value in batch.items()},
+            tf.TensorSpec([None]),
+        ],
+    )
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=rf"{select}: the batch {match}"
+    ) as raised:
+        function(batch, scores)
+    assert "must have one row per score" in str(raised.value)
+
+
 def test_the_technique_trains_on_the_ratio_of_rows_with_the_highest_loss():
     technique = InBatchSelection(ratio=0.5)
     losses = tf.constant([0.5, 0.1, 0.9, 0.3, 0.8, 0.2])
