@@ -63,7 +63,7 @@ class _PerExampleLossModel(keras.Model):
     def compile(self, optimizer="rmsprop", loss=None, *args, **kwargs):
         """``keras.Model.compile``; without a ``loss``, ``per_example_loss``'s weighted mean."""
         if loss is None:
-            loss = _MeanLoss(self.per_example_loss)
+            loss = _MeanLoss(self.per_example_loss, type(self).__name__)
         super().compile(optimizer, loss, *args, **kwargs)
 
 
@@ -130,7 +130,7 @@ class LossFeedback(_PerExampleLossModel):
             x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
         )
         if training:
-            losses = tf.stop_gradient(self.per_example_loss(y, y_pred))
+            losses = tf.stop_gradient(_per_example_losses(self, y, y_pred))
             ids = x[self.id_key]
             if not ids.dtype.is_integer:  # a cast would truncate 1.7 to 1, another example's id
                 raise TypeError(
@@ -223,7 +223,7 @@ class PrioritizedModel(_PerExampleLossModel):
 
         def per_example_losses():
             predictions.append(self(x, training=True))
-            return self.per_example_loss(y, predictions[0])
+            return _per_example_losses(self, y, predictions[0])
 
         step = tf.identity(self.optimizer.iterations)  # this step's number, before it counts
         losses, gradients, priorities = self.feedback.losses_gradients_priorities(
@@ -255,6 +255,27 @@ def _observer_list(observers) -> tuple:
             f"LossFeedback(observers={observers!r}): expected a list of callables (ids, losses), "
             "e.g. observers=[table.update] for an echoing.LossTable."
         ) from None
+
+
+def _per_example_losses(owner: keras.Model, y, y_pred) -> tf.Tensor:
+    """``owner.per_example_loss(y, y_pred)``, refused (when fit traces its step) if reduced."""
+    return _checked_losses(type(owner).__name__, owner.per_example_loss(y, y_pred), y_pred)
+
+
+def _checked_losses(owner: str, losses, y_pred):
+    """``losses`` unless it is one value for the batch (a Keras loss built without
+    ``reduction=None``): the observers, the table and the weighting need one per example."""
+    shape = getattr(losses, "shape", None)
+    if shape is not None and tf.TensorShape(shape).rank == 0:
+        predictions = getattr(tf.nest.flatten(y_pred)[0], "shape", None)
+        predictions = tuple(predictions) if predictions is not None else "unknown"
+        raise ValueError(
+            f"{owner}: per_example_loss returned shape () for predictions of shape "
+            f"{predictions}; it must return one loss per example, shape [B]. A Keras loss "
+            "reduces the batch to one value unless told not to: build it with reduction=None, "
+            "e.g. keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)."
+        )
+    return losses
 
 
 def _require_ids(owner: keras.Model, x) -> None:
@@ -293,14 +314,15 @@ class _MeanLoss(keras.losses.Loss):
     """A per-example loss as a compiled Keras loss: Keras weights and reduces what it returns
     (``"sum_over_batch_size"``: ``sum(loss * sample_weight) / batch_size``, masks included)."""
 
-    def __init__(self, per_example_loss: Callable[[tf.Tensor, tf.Tensor], tf.Tensor]):
+    def __init__(self, per_example_loss: Callable[[tf.Tensor, tf.Tensor], tf.Tensor], owner: str):
         super().__init__(name=getattr(per_example_loss, "name", "per_example_loss"))
         self.per_example_loss = per_example_loss
+        self.owner = owner  # the wrapper's name, for errors
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         # Loss.__call__ casts y_true to a float: per_example_loss gets y as the observers do,
         # and Loss.__call__ then reduces its values with y_pred's mask and the sample weights.
-        losses = self.per_example_loss(y_true, y_pred)
+        losses = _checked_losses(self.owner, self.per_example_loss(y_true, y_pred), y_pred)
         return super().__call__(losses, y_pred, sample_weight)
 
     def call(self, losses, y_pred):

@@ -58,6 +58,22 @@ def _loss_feedback(**arguments):
     return echoing.keras.LossFeedback(net, **{"per_example_loss": loss, **arguments})
 
 
+def _fit_with_reduced_loss():
+    """LossFeedback given a Keras loss without reduction=None: refused when fit traces."""
+    model = _loss_feedback(
+        per_example_loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        observers=[echoing.LossTable(8).update],
+    )
+    model.compile("sgd")
+    model.fit(_examples(batched=True).map(echoing.keras.fit_inputs), verbose=0)
+
+
+def _traced_select_rows(batch_spec, scores_spec):
+    """select_rows traced in a train step's tf.function with these static shapes."""
+    select = tf.function(lambda batch, scores: echoing.select_rows(batch, scores, 2))
+    select.get_concrete_function(batch_spec, scores_spec)
+
+
 def _boss_features(up_to):
     inputs = keras.Input((4,))
     boss = keras.Model(inputs, keras.layers.Dense(2, name="dense")(inputs))
@@ -145,6 +161,12 @@ ROWS = {
         lambda _: _loss_feedback(observers=echoing.LossTable(4).update),
         TypeError,
         r"got a single callable; pass a list, e\.g\. observers=\[table\.update\]",
+    ),
+    "per_example_loss that reduces to a scalar": (
+        lambda _: _fit_with_reduced_loss(),
+        ValueError,
+        r"LossFeedback: per_example_loss returned shape \(\) for predictions of shape "
+        r"\(None, 2\).*build it with reduction=None",
     ),
     # The Assistant, its filter and its learner.
     "Assistant num_classes 0": (
@@ -250,6 +272,21 @@ ROWS = {
         ),
         ValueError,
         r"batch\['y'\] has 3 rows, but there are 4 scores \(one per row\)",
+    ),
+    "select_rows in a tf.function, scores of another length": (
+        lambda _: _traced_select_rows({"x": tf.TensorSpec([8, 2])}, tf.TensorSpec([6])),
+        ValueError,
+        r"select_rows: scores must be one per row, shape \[8\], got \(6,\)",
+    ),
+    "sample_rows scores of another length": (
+        lambda _: echoing.sample_rows({"x": tf.zeros([4])}, tf.ones([5]), 2, [0, 0]),
+        ValueError,
+        r"sample_rows: scores must be one per row, shape \[4\], got \(5,\)",
+    ),
+    "sample_rows seed of 3 ints": (
+        lambda _: echoing.sample_rows({"x": tf.zeros([4])}, tf.ones([4]), 2, [0, 0, 1]),
+        ValueError,
+        r"sample_rows\(seed=\[0, 0, 1\]\): expected int32/int64 of shape \[2\]",
     ),
     "sample_rows uniform_mix 0": (
         lambda _: echoing.sample_rows({"x": tf.zeros([4])}, tf.ones([4]), 2, [0, 0], uniform_mix=0),

@@ -157,6 +157,33 @@ def test_inputs_without_ids_are_refused_with_the_fix():
         echoing.keras.fit_inputs({"inputs": 1, "label": 2})
 
 
+def _scalar_loss_fit(wrapper, compiled_loss):
+    net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
+    reduced = keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # no reduction=None
+    if wrapper == "LossFeedback":
+        table = echoing.LossTable(N)
+        model = echoing.keras.LossFeedback(net, per_example_loss=reduced, observers=[table.update])
+    else:
+        model = echoing.keras.PrioritizedModel(
+            net, per_example_loss=reduced, table=echoing.PriorityTable(N)
+        )
+    model.compile("sgd", reduced if compiled_loss else None)
+    model.fit(_source().batch(BATCH).map(echoing.keras.fit_inputs), verbose=0)
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "compiled_loss"),
+    [("LossFeedback", False), ("LossFeedback", True), ("PrioritizedModel", False)],
+)
+def test_a_per_example_loss_that_reduces_is_named_when_fit_traces(wrapper, compiled_loss):
+    with pytest.raises(
+        ValueError,
+        match=rf"{wrapper}: per_example_loss returned shape \(\) for predictions of shape "
+        r"\(None, 3\).*build it with reduction=None",
+    ):
+        _scalar_loss_fit(wrapper, compiled_loss)
+
+
 def _fit_with_auto_echo(delay, initial_factor, steps_per_execution=1, strategy=None):
     """Fits a ~40 ms step on batches whose upstream takes ``delay`` s each; returns History."""
     auto = echoing.AutoEcho(
