@@ -5,8 +5,17 @@ Example::
     from trainers import run_config
 
     config = run_config.default_config()
-    config.data.num_train, config.num_steps = 1_000, 20
+    config.data.num_train, config.num_steps, config.warmup_steps = 1_000, 20, 2
     config = run_config.resolve_config(config)  # raises naming any bad key or value
+
+A config's warm-up is chosen for its ``num_steps``; a user who shortens the run without choosing
+a warm-up gets one that scales (``scale_warmup``, which the training binary applies unless
+``--config.warmup_steps`` is given)::
+
+    config = run_config.default_config()  # warmup_steps=100 for num_steps=600
+    config.num_steps = 200
+    print(run_config.scale_warmup(config))  # warm-up: ... warming up for 20 steps ...
+    config.warmup_steps  # 20
 
 The data section is ``pipelines.default_data_config()``; the fields of each technique (echo's
 live in the data section, AutoEcho's, the Assistant's, priority sampling's) are added and
@@ -37,6 +46,8 @@ def default_config() -> ml_collections.ConfigDict:
     # AdamW with linear warm-up then cosine decay to 0 over num_steps.
     config.learning_rate = 3e-3
     config.weight_decay = 1e-4
+    # Linear warm-up steps; the binary shortens one the user did not set that would take a
+    # quarter of a shortened run or more (scale_warmup).
     config.warmup_steps = 100
     config.num_steps = 600
     # Train steps per tf.function call (and per progress/feedback update).
@@ -65,6 +76,38 @@ def default_config() -> ml_collections.ConfigDict:
     config.diagnose_steps = 300
     techniques.default_config(config)
     return config
+
+
+# A warm-up the config chose that takes at least this fraction of the run was chosen for a longer
+# run (every config's own takes at most a fifth): it becomes a tenth of the run instead.
+MAX_DEFAULT_WARMUP_FRACTION = 0.25
+
+
+def scale_warmup(config: ml_collections.ConfigDict) -> str | None:
+    """Shortens a warm-up the user did not choose to fit a shortened run, in place.
+
+    When ``config.warmup_steps`` is at least a quarter of ``config.num_steps`` (a config's
+    warm-up kept for a run made shorter, e.g. ``configs/text_lm.py``'s 200 steps in a 200-step
+    run), sets it to a tenth of the run (``num_steps // 10``). A warm-up that takes less is
+    kept, so every config's own schedule is unchanged. Call it only for a warm-up the user did
+    not set: ``resolve_config`` refuses an explicit one that is not shorter than the run.
+
+    Returns:
+      The line that says what changed and how to choose instead, or None if nothing changed.
+    """
+    warmup, num_steps = config.warmup_steps, config.num_steps
+    if not all(
+        isinstance(value, int) and not isinstance(value, bool) for value in (warmup, num_steps)
+    ):
+        return None  # resolve_config names the bad value
+    if num_steps < 1 or warmup < MAX_DEFAULT_WARMUP_FRACTION * num_steps:
+        return None
+    config.warmup_steps = num_steps // 10
+    return (
+        f"warm-up: the config's warmup_steps={warmup} would take {warmup / num_steps:.0%} of "
+        f"the {num_steps}-step run; warming up for {config.warmup_steps} steps instead (a tenth "
+        "of the run); --config.warmup_steps=N sets it."
+    )
 
 
 def _default_strategy_fields(config: ml_collections.ConfigDict) -> None:
@@ -122,7 +165,9 @@ def _check_schedule(config: ml_collections.ConfigDict) -> None:
         _check_minimum(key, config[key], 0)
     if config.warmup_steps >= config.num_steps:
         raise ValueError(
-            f"config warmup_steps={config.warmup_steps} must be < num_steps={config.num_steps}."
+            f"config warmup_steps={config.warmup_steps} must be < num_steps={config.num_steps}: "
+            f"set --config.warmup_steps below it, e.g. --config.warmup_steps="
+            f"{config.num_steps // 10} (a tenth of the run)."
         )
     if not config.learning_rate > 0:
         raise ValueError(f"config learning_rate must be > 0, got {config.learning_rate!r}.")

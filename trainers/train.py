@@ -29,6 +29,13 @@ The console shows the progress bar (on a terminal), evaluations and the summary;
 ``--verbose`` brings back TensorFlow's C++ notices, absl INFO lines and TFDS's messages
 (``trainers.console``). Re-running with the same ``--workdir`` resumes from its newest
 checkpoint; Ctrl-C or SIGTERM save one at the step reached first (exit status 130 / 143).
+A value that cannot work (a config field out of range, a train split smaller than one batch, a
+workdir without a checkpoint for ``--eval_only``) ends the binary with one line, ``error: ...``
+naming the flag to change, and exit status 1 (``--verbose`` shows the traceback too). A config's
+warm-up that would take a quarter of a run made shorter (``--config.num_steps``) or more becomes
+a tenth of the run, in one line, unless ``--config.warmup_steps`` is given
+(``trainers.run_config.scale_warmup``). Image folders: the run prints the classes and the images
+per class it found.
 A finished run leaves ``WORKDIR/model.keras`` (``keras.models.load_model``) and, for image
 folders, ``WORKDIR/classes.txt``; ``--eval_only`` evaluates the workdir's newest checkpoint on
 the config's eval split and prints its accuracy, without training
@@ -40,6 +47,7 @@ module only holds the flags.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
@@ -54,7 +62,7 @@ if "--verbose" not in sys.argv:
 from absl import app, flags
 from ml_collections import config_flags
 
-from trainers import checkpointing, experiment, interrupts, strategies
+from trainers import checkpointing, experiment, interrupts, run_config, strategies
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config",
@@ -98,7 +106,8 @@ _SERVE = flags.DEFINE_string(
 _VERBOSE = flags.DEFINE_bool(
     "verbose",
     False,
-    "Show TensorFlow's C++ log lines, absl INFO records and TFDS's messages and progress bars.",
+    "Show TensorFlow's C++ log lines, absl INFO records and TFDS's messages and progress bars, "
+    "and the traceback of an error.",
 )
 _CLUSTER_SPEC = flags.DEFINE_string(
     "cluster_spec", None, 'With --serve: the cluster, JSON {"worker": [...], "ps": [...], ...}.'
@@ -137,7 +146,8 @@ def main(argv: list[str]) -> None:
                     f"--{flag.name} {what}; this config (with a `mode`) belongs to the "
                     "asynchronous trainer. Use e.g. configs/mnist1d.py."
                 )
-        _run_partitioned(config, _WORKDIR.value)
+        with _one_line_errors():
+            _run_partitioned(config, _WORKDIR.value)
     elif config.strategy == "parameter_server":
         raise app.UsageError(
             "--strategy=parameter_server runs the asynchronous partitioned trainer, which needs "
@@ -145,12 +155,41 @@ def main(argv: list[str]) -> None:
             "this config trains with the synchronous loop: use --strategy=default, mirrored, "
             "multi_worker or tpu."
         )
-    elif _DIAGNOSE.value:
-        experiment.diagnose(config, _WORKDIR.value)
-    elif _EVAL_ONLY.value:
-        _evaluate(config, _WORKDIR.value)
     else:
-        _run_resumably(config, _WORKDIR.value)
+        _scale_default_warmup(config, quiet=_EVAL_ONLY.value)
+        with _one_line_errors():
+            if _DIAGNOSE.value:
+                experiment.diagnose(config, _WORKDIR.value)
+            elif _EVAL_ONLY.value:
+                print(experiment.format_evaluation(experiment.evaluate(config, _WORKDIR.value)))
+            else:
+                _run_resumably(config, _WORKDIR.value)
+
+
+def _scale_default_warmup(config, *, quiet: bool) -> None:
+    """Unless ``--config.warmup_steps`` is given, a config's warm-up that would take a quarter
+    of the run or more (the run was shortened) becomes a tenth of it, in one line on stderr
+    (``run_config.scale_warmup``); an explicit one is checked by ``resolve_config``."""
+    if "warmup_steps" in config_flags.get_override_values(flags.FLAGS[_CONFIG.name]):
+        return
+    note = run_config.scale_warmup(config)
+    if note and not quiet:
+        print(note, file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _one_line_errors():
+    """A ``ValueError``/``TypeError`` (a config or data value that cannot work; the toolkit's
+    messages name the value and the flag or file to change) ends the binary with that message
+    as ``error: ...`` on stderr, exit status 1, instead of a traceback; ``--verbose`` keeps the
+    traceback (for a bug report)."""
+    try:
+        yield
+    except (ValueError, TypeError) as error:
+        if _VERBOSE.value:
+            raise
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
 
 
 class _Terminated(KeyboardInterrupt):
@@ -176,16 +215,6 @@ def _run_resumably(config, workdir: str) -> None:
         # One line: what failed and what is intact, or which run holds the workdir.
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
-
-
-def _evaluate(config, workdir: str) -> None:
-    """``--eval_only``: one line with the newest checkpoint's eval accuracy (stdout)."""
-    try:
-        result = experiment.evaluate(config, workdir)
-    except ValueError as error:  # no checkpoint, or one of another model: say which, one line
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
-    print(experiment.format_evaluation(result))
 
 
 def _serve(task: str, cluster_spec: str | None) -> None:

@@ -157,11 +157,12 @@ def test_the_strategy_flag_is_validated_when_parsed(mnist1d_config_path, monkeyp
     ("strategy", "error", "message"),
     [
         ("parameter_server", app.UsageError, "needs a config with a `mode`"),
-        ("tpu", ValueError, "strategy='tpu' needs a TPU"),
+        # A ValueError of the run: one line on stderr and exit status 1 (no traceback).
+        ("tpu", SystemExit, "^error: .*strategy='tpu' needs a TPU"),
     ],
 )
 def test_the_binary_refuses_strategies_this_config_or_machine_cannot_run(
-    strategy, error, message, mnist1d_config_path, tmp_path, monkeypatch
+    strategy, error, message, mnist1d_config_path, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.delenv("TPU_NAME", raising=False)
     argv = [
@@ -171,8 +172,15 @@ def test_the_binary_refuses_strategies_this_config_or_machine_cannot_run(
         f"--strategy={strategy}",
     ]
     _parse(argv, monkeypatch)
-    with pytest.raises(error, match=message):
+    with pytest.raises(error) as raised:
         train.main(["train"])
+    if error is SystemExit:
+        assert raised.value.code == 1
+        shown = capsys.readouterr().err.strip()
+        assert len(shown.splitlines()) == 1, shown
+    else:
+        shown = str(raised.value)
+    assert re.search(message, shown), shown
     assert not os.listdir(tmp_path)  # refused before anything was written
 
 
