@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> dict:
     image = image_summary(image_runs)
     result = {
         "headline": headline(summary, image),
-        "pipeline_seconds_per_batch": profile_pipelines(data, args),
+        "pipeline_seconds_per_batch": profile_pipelines(data, args, repeats=1 if args.quick else 3),
         "command": "python benchmarks/prune_overhead.py " + " ".join(argv or sys.argv[1:]),
         "machine": machine(),
         "config": {k: v for k, v in vars(args).items() if k != "output"},

@@ -14,14 +14,21 @@ def bench(load_benchmark):
 def quick(run_quick_benchmark, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("prune_overhead_data")
     return json.loads(
-        run_quick_benchmark("prune_overhead", "--no-image", "--data-dir", str(data_dir)).read_text()
+        run_quick_benchmark(
+            "prune_overhead",
+            "--no-image",
+            "--paths",
+            "hand,loop,fit,trainer",
+            "--data-dir",
+            str(data_dir),
+        ).read_text()
     )
 
 
 def test_quick_run_measures_every_path_full_and_pruned(quick):
     assert next(iter(quick)) == "headline"
     paths = {run["path"] for run in quick["runs"]}
-    assert paths == {"hand", "loop", "loop_stream", "fit", "trainer"}
+    assert paths == {"hand", "loop", "fit", "trainer"}
     for path in paths:
         runs = [run for run in quick["runs"] if run["path"] == path]
         assert sorted(run["prune"] for run in runs) == [False, True]
@@ -32,6 +39,7 @@ def test_quick_run_measures_every_path_full_and_pruned(quick):
         assert isinstance(headline[f"prune_step_time_ratio_{path}"], float)
         assert isinstance(headline[f"prune_accuracy_delta_{path}"], float)
     assert isinstance(headline["prune_vs_hand_speed"], float)
+    assert set(quick["pipeline_seconds_per_batch"]) == {"full", "stream", "by_id"}
 
 
 def _run(path, seed, prune, seconds, steps, accuracy):

@@ -215,8 +215,14 @@ def _fit_with_auto_echo(delay, initial_factor, steps_per_execution=1, strategy=N
             steps_per_execution=steps_per_execution,
         )
     history = model.fit(train, steps_per_epoch=32, epochs=2, callbacks=[callback], verbose=0)
-    # One observation per call of fit's train function, but the first (tracing) one.
-    assert callback.observations == 64 // steps_per_execution - 1
+    # One observation per call of fit's train function, but the first (tracing) one. Under a
+    # strategy the distributed iterator prefetches batches onto the replicas, so on a busy
+    # machine a call can find its batch's stamp taken before it began (no stamp of its own).
+    expected = 64 // steps_per_execution - 1
+    if strategy is None:
+        assert callback.observations == expected
+    else:
+        assert expected - 3 <= callback.observations <= expected, callback.observations
     return history.history["echo_factor"], auto.last_wait_fraction
 
 

@@ -9,8 +9,7 @@ from echoing.techniques import Feedback, PruningTechnique
 from trainers import experiment, metrics_writer, optimizers
 
 
-@pytest.fixture
-def prune_config(load_config, data_dir):
+def _prune_config(load_config, data_dir):
     config = load_config("mnist1d", "smoke,prune=1")
     # 1,000 examples in batches of 32: 160 steps cover 5 whole epochs of the full data.
     config.num_steps, config.warmup_steps, config.timing_steps = 160, 0, 0
@@ -21,9 +20,20 @@ def prune_config(load_config, data_dir):
     return config
 
 
-def test_a_pruned_run_ends_after_its_epochs_in_fewer_steps(prune_config, tmp_path):
-    workdir = str(tmp_path)
-    summary = experiment.run(prune_config, workdir)
+@pytest.fixture
+def prune_config(load_config, data_dir):
+    return _prune_config(load_config, data_dir)
+
+
+@pytest.fixture(scope="module")
+def whole_run(load_config, data_dir, tmp_path_factory):
+    """``(workdir, summary)`` of one pruned run of ``prune_config``, never stopped."""
+    workdir = str(tmp_path_factory.mktemp("whole_pruned_run"))
+    return workdir, experiment.run(_prune_config(load_config, data_dir), workdir)
+
+
+def test_a_pruned_run_ends_after_its_epochs_in_fewer_steps(whole_run, prune_config):
+    workdir, summary = whole_run
     rows = metrics_writer.read_metrics(workdir)
     last = rows[-1]
     # Ended by the epochs read (5 x 1,000), before the 160-step bound, evaluated at its end.
@@ -36,8 +46,8 @@ def test_a_pruned_run_ends_after_its_epochs_in_fewer_steps(prune_config, tmp_pat
     assert experiment.run(prune_config, workdir)["step"] == summary["step"]
 
 
-def test_the_loop_that_ends_a_pruned_run_stops_near_its_epochs(prune_config, tmp_path):
-    short = experiment.run(prune_config, str(tmp_path / "loops_of_10"))["step"]
+def test_the_loop_that_ends_a_pruned_run_stops_near_its_epochs(whole_run, prune_config, tmp_path):
+    short = whole_run[1]["step"]  # loops of 10 steps
     prune_config.steps_per_loop = 50  # the run ends inside its third loop (~120 steps)
     prune_config.eval_every_steps = prune_config.checkpoint_every_steps = 160
     long = experiment.run(prune_config, str(tmp_path / "loops_of_50"))["step"]
@@ -105,10 +115,9 @@ def test_options_of_a_technique_that_is_off_are_refused(load_config, overrides, 
         experiment.resolve_config(config)
 
 
-def test_a_pruned_run_resumes_mid_epoch_from_its_checkpoint(prune_config, tmp_path):
-    workdir = str(tmp_path / "resumed")
-    prune_config.prune_epochs = 5  # (else the epochs follow num_steps, changed below)
-    whole = experiment.run(prune_config, str(tmp_path / "whole"))
+def test_a_pruned_run_resumes_mid_epoch_from_its_checkpoint(whole_run, prune_config, tmp_path):
+    workdir, whole = str(tmp_path), whole_run[1]
+    prune_config.prune_epochs = 5  # the whole run's (else the epochs follow num_steps)
     bound = prune_config.num_steps
     prune_config.num_steps = 40  # stopped mid-run (in its second epoch), checkpointed at 40
     assert experiment.run(prune_config, workdir)["step"] == 40
