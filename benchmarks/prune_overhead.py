@@ -34,6 +34,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -396,9 +397,10 @@ def headline(summary: dict, image: dict | None) -> dict:
     for path in ("loop", "trainer", "fit"):
         figures[f"prune_step_time_ratio_{path}"] = mean(path, "step_time_ratio")
         figures[f"prune_wall_speedup_{path}"] = mean(path, "wall_speedup")
-    speeds = [mean(path, "speed_vs_hand") for path in ("loop", "fit")]
-    speeds = [speed for speed in speeds if speed is not None]
-    figures["prune_vs_hand_speed"] = min(speeds) if speeds else None
+    # The library in a user's own loop against the same loop written by hand; fit's adds
+    # Keras's own per-step cost, which its full-data run pays too.
+    figures["prune_vs_hand_speed"] = mean("loop", "speed_vs_hand")
+    figures["prune_vs_hand_speed_fit"] = mean("fit", "speed_vs_hand")
     figures["prune_decoded_fraction_image"] = None if image is None else image["decoded_fraction"]
     for path in ("loop", "trainer", "fit"):
         entry = summary.get(path)
@@ -432,6 +434,19 @@ def plot(summary: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def git_commit() -> str | None:
+    """The commit the benchmark ran at (None outside a git checkout)."""
+    try:
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+            ).stdout.strip()
+            or None
+        )
+    except OSError:
+        return None
+
+
 def machine() -> dict:
     return {
         "cpus": os.cpu_count(),
@@ -449,6 +464,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--paths", default=",".join(PATHS), help="comma-separated: " + ",".join(PATHS)
     )
     parser.add_argument("--image", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--profile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time the user-loop pipelines alone (full, stream, by id)",
+    )
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--image-epochs", type=int, default=6)
     parser.add_argument("--num-train", type=int, default=40_000)
@@ -493,8 +514,11 @@ def main(argv: list[str] | None = None) -> dict:
     image = image_summary(image_runs)
     result = {
         "headline": headline(summary, image),
-        "pipeline_seconds_per_batch": profile_pipelines(data, args, repeats=1 if args.quick else 3),
+        "pipeline_seconds_per_batch": (
+            profile_pipelines(data, args, repeats=1 if args.quick else 3) if args.profile else None
+        ),
         "command": "python benchmarks/prune_overhead.py " + " ".join(argv or sys.argv[1:]),
+        "commit": git_commit(),
         "machine": machine(),
         "config": {k: v for k, v in vars(args).items() if k != "output"},
         "summary": summary,

@@ -135,7 +135,9 @@ class LossPruning(tf.Module):
 
     # ------------------------------------------------------------------------------ by id
 
-    def epoch_ids(self, ids=None) -> tf.data.Dataset:
+    def epoch_ids(
+        self, ids=None, *, batch_size: int | None = None, drop_remainder: bool = False
+    ) -> tf.data.Dataset:
         """One epoch of the kept ids, ``{"id": int64, "sample_weight": float32}`` elements.
 
         Every iteration of the returned dataset is the next epoch: its ids decided afresh from
@@ -144,8 +146,13 @@ class LossPruning(tf.Module):
         Args:
           ids: the ids this input pipeline reads (default: every id of the table), e.g. a
             shard's; int, 1-D, in ``[0, table.num_examples)``.
+          batch_size: if given, batches of that many ids, cut from the epoch's order in one op
+            each (no per-id work in tf.data: what ``read`` uses).
+          drop_remainder: with ``batch_size``, drop the epoch's last, smaller batch.
         """
         universe = self._universe(ids)
+        if batch_size is not None:
+            _check_batch_size("epoch_ids", batch_size)
 
         def one_epoch(_):
             epoch = self.epochs_started.assign_add(1) - 1
@@ -156,8 +163,11 @@ class LossPruning(tf.Module):
                 tf.range(tf.size(kept)), seed=self._seed(epoch, stream=1)
             )
             count = tf.size(kept, out_type=tf.int64)
+            emitted = count  # the ids that will go out: a dropped remainder does not
+            if batch_size is not None and drop_remainder:
+                emitted = count // batch_size * batch_size
             started = [
-                self.epoch_kept.assign(count),
+                self.epoch_kept.assign(tf.maximum(emitted, 1)),
                 self.epoch_emitted.assign(0),
                 self._epochs_read.assign(tf.cast(epoch, tf.float64)),
                 self.seen_inputs.variable.assign_add(tf.size(universe, out_type=tf.int64)),
@@ -168,12 +178,16 @@ class LossPruning(tf.Module):
                     "id": tf.gather(kept, order),
                     "sample_weight": tf.gather(weights, order),
                 }
-            return (
-                tf.data.Dataset.from_tensor_slices(elements)
-                .batch(_CHUNK)
-                .map(lambda chunk: self._emitted(chunk, epoch), name=f"{self.name}_emitted")
-                .unbatch()
+            chunks = tf.data.Dataset.from_tensor_slices(elements)
+            if batch_size is not None:
+                chunks = chunks.batch(batch_size, drop_remainder=drop_remainder)
+            else:
+                chunks = chunks.batch(_CHUNK)
+            # Counted a chunk at a time: the epochs handed on, for epoch-indexed schedules.
+            chunks = chunks.map(
+                lambda chunk: self._emitted(chunk, epoch), name=f"{self.name}_emitted"
             )
+            return chunks if batch_size is not None else chunks.unbatch()
 
         return tf.data.Dataset.range(1).flat_map(one_epoch, name=f"{self.name}_epoch")
 
@@ -202,12 +216,10 @@ class LossPruning(tf.Module):
                 f"loss table {self.table.num_examples}; build the table with "
                 f"LossTable({source.num_examples}) so that id i is example i."
             )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"LossPruning.read(batch_size={batch_size!r}): expected an int >= 1.")
-        return (
-            self.epoch_ids(ids)
-            .batch(batch_size, drop_remainder=drop_remainder)
-            .map(lambda batch: {**source.gather(batch["id"]), **batch}, name=f"{self.name}_read")
+        _check_batch_size("read", batch_size)
+        # Whole batches of ids from the epoch's order, then one gather per batch and key.
+        return self.epoch_ids(ids, batch_size=batch_size, drop_remainder=drop_remainder).map(
+            lambda batch: {**source.gather(batch["id"]), **batch}, name=f"{self.name}_read"
         )
 
     def _universe(self, ids) -> tf.Tensor:
@@ -394,6 +406,11 @@ def loss_prune(
         name=name,
         epoch_size_given=epoch_size_given,
     )
+
+
+def _check_batch_size(method: str, batch_size) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"LossPruning.{method}(batch_size={batch_size!r}): expected an int >= 1.")
 
 
 def _check_number(arg, value, low, high, interval, *, upper_open) -> None:

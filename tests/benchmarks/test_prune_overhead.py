@@ -39,6 +39,7 @@ def test_quick_run_measures_every_path_full_and_pruned(quick):
         assert isinstance(headline[f"prune_step_time_ratio_{path}"], float)
         assert isinstance(headline[f"prune_accuracy_delta_{path}"], float)
     assert isinstance(headline["prune_vs_hand_speed"], float)
+    assert isinstance(headline["prune_vs_hand_speed_fit"], float)
     assert set(quick["pipeline_seconds_per_batch"]) == {"full", "stream", "by_id"}
 
 

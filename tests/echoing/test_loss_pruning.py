@@ -299,3 +299,21 @@ def test_float_ids_are_refused_not_truncated(ids):
     with pytest.raises(TypeError, match=r"ids must be integers, got dtype float"):
         tf.function(table.update)(tf.constant(ids, tf.float32), tf.ones([len(ids)]))
     assert not table.seen.numpy().any()
+
+
+@pytest.mark.parametrize("drop_remainder", [False, True])
+def test_batches_of_ids_are_the_epoch_order_cut_in_whole_batches(drop_remainder):
+    losses = np.random.default_rng(2).exponential(size=N).astype(np.float32)
+    table = _table(losses)
+    one = echoing.loss_prune(table, num_epochs=4, seed=3)
+    batched = echoing.loss_prune(table, num_epochs=4, seed=3)
+    for _ in range(2):
+        order = [int(element["id"]) for element in one.epoch_ids()]
+        batches = [
+            batch["id"].numpy().tolist()
+            for batch in batched.epoch_ids(batch_size=8, drop_remainder=drop_remainder)
+        ]
+        cut = len(order) // 8 * 8 if drop_remainder else len(order)
+        assert sum(batches, []) == order[:cut]
+        assert all(len(batch) == 8 for batch in batches[:-1])
+        assert float(batched.epochs_read()) == float(one.epochs_read())  # whole epochs read
