@@ -45,6 +45,13 @@ def train_and_evaluate(
     ``requested_mode``, ``strategy``, ``num_workers`` and ``phases``; writes it to
     ``workdir/result.json`` when ``workdir`` is set.
     """
+    # One run per workdir, checked first: a second run would interleave metrics and delete the
+    # first's saves, and is refused before any cluster starts.
+    with checkpointing.WorkdirLock(workdir) if workdir else contextlib.nullcontext():
+        return _train_and_evaluate(config, workdir, strategy)
+
+
+def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
     is_ps = _check_mode(config, strategy)
     strategy = strategy if strategy is not None else strategies.from_config(config)
     mode = config.mode
@@ -61,17 +68,14 @@ def train_and_evaluate(
     num_workers = config.num_workers if is_ps else 1
     trainer = _make_trainer(config, strategy, data, num_workers, is_ps)
     phases = _phases(config, mode, num_workers)
-    # One run per workdir: a second one would interleave metrics and delete the first's saves.
-    lock = checkpointing.WorkdirLock(workdir) if workdir else contextlib.nullcontext()
-    with lock:
-        result = trainer.run(
-            train_dataset_fn(data, seed=config.seed, num_workers=num_workers),
-            phases,
-            eval_every=config.eval_every,
-            evaluate=make_evaluate(data, seed=config.seed),
-            workdir=workdir,
-            target_accuracy=config.get("target_accuracy"),
-        )
+    result = trainer.run(
+        train_dataset_fn(data, seed=config.seed, num_workers=num_workers),
+        phases,
+        eval_every=config.eval_every,
+        evaluate=make_evaluate(data, seed=config.seed),
+        workdir=workdir,
+        target_accuracy=config.get("target_accuracy"),
+    )
     result.update(
         mode=mode,
         requested_mode=config.mode,

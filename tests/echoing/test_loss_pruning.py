@@ -314,6 +314,6 @@ def test_batches_of_ids_are_the_epoch_order_cut_in_whole_batches(drop_remainder)
             for batch in batched.epoch_ids(batch_size=8, drop_remainder=drop_remainder)
         ]
         cut = len(order) // 8 * 8 if drop_remainder else len(order)
-        assert sum(batches, []) == order[:cut]
+        assert [i for batch in batches for i in batch] == order[:cut]
         assert all(len(batch) == 8 for batch in batches[:-1])
         assert float(batched.epochs_read()) == float(one.epochs_read())  # whole epochs read

@@ -52,8 +52,9 @@ def test_the_loop_that_ends_a_pruned_run_stops_near_its_epochs(whole_run, prune_
     prune_config.eval_every_steps = prune_config.checkpoint_every_steps = 160
     long = experiment.run(prune_config, str(tmp_path / "loops_of_50"))["step"]
     # From the second loop on, the last loop is cut at the steps the epochs' rate leaves,
-    # instead of running to step 150 (it overshoots by what that rate misjudges).
-    assert short <= long <= short + 10 and long < 150
+    # instead of running to step 150 (it overshoots by what that rate misjudges, which
+    # depends on how far the pipeline has read ahead).
+    assert short <= long <= short + 20 and long < 150
 
 
 def test_the_learning_rate_follows_the_epochs_read_not_the_step():
