@@ -101,6 +101,19 @@ def with_ids(
             f"with_ids(dataset=<a {type(dataset).__name__}>): expected a tf.data.Dataset; "
             "build one with tf.data.Dataset.from_tensor_slices((x, y))."
         )
+    _check_keys_and_start(inputs_key, label_key, id_key, start)
+    _check_elements(dataset, inputs_key, label_key, id_key)
+
+    def to_dict(position, element):
+        out = {inputs_key: element[0], label_key: element[1], id_key: position}
+        if len(element) == 3:
+            out["sample_weight"] = element[2]
+        return out
+
+    return dataset.enumerate(start=start).map(to_dict)
+
+
+def _check_keys_and_start(inputs_key, label_key, id_key, start) -> None:
     keys = {"inputs_key": inputs_key, "label_key": label_key, "id_key": id_key}
     for name, key in keys.items():
         if not isinstance(key, str):
@@ -111,6 +124,10 @@ def with_ids(
         raise ValueError(
             f"with_ids(start={start}): ids are rows of a table, so the first must be >= 0."
         )
+
+
+def _check_elements(dataset, inputs_key, label_key, id_key):
+    """Refuses elements that are not unbatched (x, y[, w]) tuples free of ``id_key``."""
     spec = dataset.element_spec
     if isinstance(spec, dict) and id_key in spec:
         raise ValueError(
@@ -143,14 +160,6 @@ def with_ids(
             f"with_ids needs an unbatched dataset, got one made by {batch}, which would give "
             "one id per batch; add ids first and batch after: with_ids(dataset).batch(n)."
         )
-
-    def to_dict(position, element):
-        out = {inputs_key: element[0], label_key: element[1], id_key: position}
-        if len(element) == 3:
-            out["sample_weight"] = element[2]
-        return out
-
-    return dataset.enumerate(start=start).map(to_dict)
 
 
 def _batched_by(dataset: tf.data.Dataset) -> str | None:
