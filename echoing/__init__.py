@@ -8,7 +8,9 @@ Example::
     ds = tf.data.Dataset.range(8).apply(echoing.echo(2, buffer_size=16, seed=0))
 """
 
-from echoing import keras, meters
+from echoing import keras as keras  # public modules
+from echoing import meters as meters
+from echoing import techniques as techniques
 from echoing.assistant import Assistant
 from echoing.assistant_callback import AssistantCallback, AssistantFeedCallback
 from echoing.assistant_filter import AssistantFilter, assistant_filter
@@ -28,6 +30,8 @@ from echoing.priority_sampling import PrioritySampler, priority_sample
 from echoing.priority_shards import ShardedPriorityTable
 from echoing.priority_table import PriorityTable
 
+__version__ = "0.1.0"
+
 __all__ = [
     "Assistant",
     "AssistantCallback",
@@ -45,14 +49,13 @@ __all__ = [
     "PrioritySampler",
     "PriorityTable",
     "ShardedPriorityTable",
+    "__version__",
     "assistant_filter",
     "diagnose",
     "distributed_priority_sample",
     "echo",
     "format_diagnosis",
-    "keras",
     "loss_prune",
-    "meters",
     "priority_sample",
     "sample_rows",
     "select_rows",

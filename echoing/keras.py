@@ -510,3 +510,5 @@ def _check_callback_arguments(auto_echo, max_steps_per_execution, observe_second
             f"AutoEchoCallback(observe_seconds={observe_seconds!r}): expected a finite number "
             "of seconds > 0, how often the echo factor is updated (default 0.05)."
         )
+
+__all__ = ["AutoEchoCallback", "LossFeedback", "PrioritizedModel", "fit_inputs"]

@@ -140,3 +140,5 @@ def _rows(tensor) -> tf.Tensor:
     if isinstance(tensor, tf.RaggedTensor):
         return tensor.nrows(out_type=tf.int64)
     return tf.shape(tensor, out_type=tf.int64)[0]
+
+__all__ = ["EchoMeters", "ElementCounter"]
