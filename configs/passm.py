@@ -5,14 +5,20 @@ r"""Asynchronous partitioned SGD (PASSM+) on MNIST-1D with the 1-D CNN; ResNet v
     python -m trainers.train --config=configs/passm.py:resnet --workdir=/tmp/resnet
 
 The training binary runs a config with a ``mode`` on the asynchronous trainer
-(``trainers.async_experiment``); ``--strategy=default`` or ``mirrored`` trains synchronously and
-logs why.
+(``trainers.async_experiment``). On one host (no ``cluster_spec``) that is the shared-memory
+backend: ``num_workers`` worker threads in one process over one model, each with its own input
+offset and momentum, PASSM writing only its block lock-free, ASSM the whole model under a lock
+(``trainers.passm``). ``--config.cluster_spec`` (or ``--strategy=parameter_server`` /
+``--config.backend=parameter_server`` for a loopback cluster) runs the parameter-server backend;
+``--strategy=default`` or ``mirrored`` trains synchronously and logs why.
 
 Variants (``:arg``): ``""`` MNIST-1D CNN, PASSM+ with 2 workers; ``resnet``: the small ResNet on
 generated 32×32 images; ``smoke``: a few steps of the MLP (seconds); ``resnet_smoke``. Override
 anything from the command line, e.g. ``--config.mode=passm --config.num_workers=4`` or
 ``--config.strategy=default`` (synchronous fallback) or ``--config.cluster_spec='{"worker": [...],
-"ps": [...], "chief": [...]}'`` to join a running cluster instead of starting one in-process.
+"ps": [...], "chief": [...]}'`` to join a running cluster instead of training on this host.
+The result (``WORKDIR/result.json``, printed at the end) reports ``staleness_mean`` and
+``staleness_max``: how many other updates landed between a step's read and its write.
 """
 
 import ml_collections
@@ -24,8 +30,12 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     if arg not in VARIANTS:
         raise ValueError(f"configs/passm.py variant must be one of {VARIANTS}, got {arg!r}.")
     config = ml_collections.ConfigDict()
-    config.strategy = "parameter_server"  # or "default" / "mirrored": synchronous fallback
-    config.cluster_spec = ""  # JSON {worker, ps, chief}; empty starts a loopback cluster here
+    # Asynchronous; "default" / "mirrored": synchronous fallback.
+    config.strategy = "parameter_server"
+    # auto: shared_memory (threads over one model, this host) unless cluster_spec names a
+    # cluster, then parameter_server; or name either.
+    config.backend = "auto"
+    config.cluster_spec = ""  # JSON {worker, ps, chief}: train on that parameter-server cluster
     config.mode = "passm_plus"  # sync | assm | passm | passm_plus
     config.num_workers = 2
     config.dataset = "mnist1d"
@@ -43,7 +53,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     config.assm_warmup_fraction = 0.25  # PASSM+: full-gradient steps before PASSM starts
     config.assm_window_fraction = 0.1  # PASSM+: full-gradient window around each LR decay
     config.eval_every = 250
-    config.steps_per_closure = 10  # steps per scheduled closure (amortises dispatch)
+    # Steps per scheduled closure (parameter server) or per compiled call of a worker thread
+    # (shared memory): amortises dispatch; fewer balance the end of a phase better.
+    config.steps_per_closure = 10
     config.target_accuracy = ml_collections.config_dict.placeholder(float)
     if arg.startswith("resnet"):
         config.dataset = "generated_images"
@@ -60,4 +72,5 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
         config.batch_size = 16
         config.num_steps = 16
         config.eval_every = 8
+        config.steps_per_closure = 2  # so that both workers take steps of each short phase
     return config

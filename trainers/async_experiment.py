@@ -7,10 +7,13 @@ Example::
     from trainers import async_experiment
     result = async_experiment.train_and_evaluate(config, "/tmp/passm")  # config: passm.py's
 
-``mode`` in assm/passm/passm_plus needs a ``ParameterServerStrategy`` (``strategy =
-"parameter_server"``: a loopback cluster started here, or ``cluster_spec`` to join); under any
-other strategy the run logs a warning and trains synchronously (same momentum update, same
-steps and learning-rate decays). The outer loop is ``trainers.controller``'s, and the data path
+``mode`` in assm/passm/passm_plus trains asynchronously on the backend ``config.backend`` names
+(`trainers.passm.backend`): by default shared memory on one host (c worker threads over one
+model, `trainers.passm.SharedMemoryTrainer`), a ``ParameterServerStrategy`` cluster when
+``config.cluster_spec`` names one (or ``backend = "parameter_server"``: a loopback cluster started
+here). Under a synchronous strategy (``strategy = "default"`` / ``"mirrored"``, or one passed in)
+the run logs a warning and trains synchronously (same momentum update, same steps and
+learning-rate decays). The outer loop is ``trainers.controller``'s, and the data path
 ``pipelines.make_datasets``, as for every run: the arrays ``pipelines.sources.generated`` makes
 (in the dataset graph, so workers need no filesystem), read by every worker from its own offset.
 """
@@ -30,7 +33,7 @@ from absl import logging
 
 import pipelines
 from pipelines.sources import generated
-from trainers import async_partitioned, checkpointing, models, passm_schedule, strategies
+from trainers import async_partitioned, checkpointing, models, passm, passm_schedule, strategies
 
 # Strategies the asynchronous trainer runs under (the synchronous ones as a fallback).
 STRATEGIES = ("parameter_server", "default", "mirrored")
@@ -41,9 +44,11 @@ def train_and_evaluate(
 ) -> dict[str, Any]:
     """Runs ``config`` (see ``configs/passm.py``) under ``strategy`` (default: the config's).
 
-    Returns `async_partitioned._TrainerBase.run`'s dict plus ``mode`` (the mode actually run),
-    ``requested_mode``, ``strategy``, ``num_workers`` and ``phases``; writes it to
-    ``workdir/result.json`` when ``workdir`` is set.
+    Returns `async_partitioned.PhasedTrainer.run`'s dict (with the shared-memory backend, also
+    the model-wide ``staleness_mean`` / ``staleness_max`` of `trainers.passm.UpdateMeter`) plus
+    ``mode`` (the mode actually run), ``requested_mode``, ``backend`` (``shared_memory``,
+    ``parameter_server`` or ``synchronous``), ``strategy``, ``num_workers`` and ``phases``;
+    writes it to ``workdir/result.json`` when ``workdir`` is set.
     """
     # One run per workdir, checked first: a second run would interleave metrics and delete the
     # first's saves, and is refused before any cluster starts.
@@ -52,21 +57,23 @@ def train_and_evaluate(
 
 
 def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
-    is_ps = _check_mode(config, strategy)
-    strategy = strategy if strategy is not None else strategies.from_config(config)
+    _check_mode(config, strategy)
+    backend = passm.resolve_backend(config, strategy)
+    if backend != "shared_memory" and strategy is None:
+        strategy = strategies.from_config(config)
     mode = config.mode
-    if mode != "sync" and not is_ps:
+    if mode != "sync" and backend == passm.backend.SYNCHRONOUS:
         logging.warning(
-            "mode=%s needs asynchronous updates, which only ParameterServerStrategy provides; "
-            "%s is synchronous, so training falls back to synchronous SGD with momentum "
-            "(mode=sync, same steps and learning-rate decays).",
+            "mode=%s needs asynchronous updates (the shared-memory backend on one host, or a "
+            "ParameterServerStrategy); %s is synchronous, so training falls back to synchronous "
+            "SGD with momentum (mode=sync, same steps and learning-rate decays).",
             mode,
             type(strategy).__name__,
         )
         mode = "sync"
     data = data_config(config)
-    num_workers = config.num_workers if is_ps else 1
-    trainer = _make_trainer(config, strategy, data, num_workers, is_ps)
+    num_workers = 1 if backend == passm.backend.SYNCHRONOUS else config.num_workers
+    trainer = _make_trainer(config, strategy, data, num_workers, backend)
     phases = _phases(config, mode, num_workers)
     result = trainer.run(
         train_dataset_fn(data, seed=config.seed, num_workers=num_workers),
@@ -79,7 +86,8 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
     result.update(
         mode=mode,
         requested_mode=config.mode,
-        strategy=type(strategy).__name__,
+        backend=backend,
+        strategy=type(trainer.strategy).__name__,
         num_workers=num_workers,
         phases=[dataclasses.asdict(p) for p in phases],
     )
@@ -89,8 +97,8 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
     return result
 
 
-def _check_mode(config, strategy) -> bool:
-    """Whether the run is on a parameter server; checked before any cluster starts."""
+def _check_mode(config, strategy) -> None:
+    """Checks the strategy and mode names before any cluster starts."""
     if strategy is None and config.strategy not in STRATEGIES:
         raise ValueError(f"config.strategy must be one of {STRATEGIES}, got {config.strategy!r}.")
     if config.mode not in passm_schedule.MODES:
@@ -105,17 +113,23 @@ def _check_mode(config, strategy) -> bool:
             "asynchronous; use mode='assm' for full-gradient async steps, or strategy='default' "
             "/ 'mirrored' for synchronous SGD."
         )
-    return is_ps
 
 
-def _make_trainer(config, strategy, data, num_workers: int, is_ps: bool):
+def _make_trainer(config, strategy, data, num_workers: int, backend: str):
     input_shape = data.train_arrays.inputs.shape[1:]
 
     def model_fn() -> keras.Model:
         keras.utils.set_random_seed(config.seed)
         return models.build_model(config.model, input_shape, data.num_classes)
 
-    if is_ps:
+    if backend == "shared_memory":
+        return passm.SharedMemoryTrainer(
+            model_fn,
+            num_workers=num_workers,
+            momentum=config.momentum,
+            steps_per_call=config.steps_per_closure,
+        )
+    if backend == "parameter_server":
         return async_partitioned.AsyncPartitionedTrainer(
             strategy,
             model_fn,

@@ -1,8 +1,13 @@
-"""Asynchronous partitioned-gradient training: ASSM, PASSM and PASSM+ on a parameter server.
+r"""Asynchronous partitioned-gradient training: ASSM, PASSM and PASSM+ on a parameter server.
+
+This is the backend for several hosts; on one host the default is the shared-memory backend
+(`trainers.passm.SharedMemoryTrainer`: c worker threads over one model, the paper's regime),
+over the same block partition, schedule, update rule and outer loop (`PhasedTrainer`).
 
 Example (the binary; an in-process loopback cluster is started for it)::
 
-    python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/passm
+    python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/passm_ps \
+        --strategy=parameter_server
 
 Example (the library)::
 
@@ -46,8 +51,8 @@ applied more than the steps scheduled: a ``ClusterCoordinator`` runs a closure a
 worker when its worker dies (at-least-once), and if the first run had already written, the update
 lands twice.
 
-Without a ``ParameterServerStrategy`` (default, Mirrored, MultiWorkerMirrored, TPU) there is no
-asynchrony to exploit: `trainers.async_experiment.train_and_evaluate` logs a warning and trains
+Under a synchronous strategy (default, Mirrored, MultiWorkerMirrored, TPU) passed in or named
+by the config, `trainers.async_experiment.train_and_evaluate` logs a warning and trains
 synchronously with the same momentum update (`SynchronousTrainer`).
 """
 
@@ -81,22 +86,27 @@ class ParameterServerLostError(RuntimeError):
     """A parameter server stopped answering; the run can resume from its last checkpoint."""
 
 
-def _mean_loss(model: keras.Model, features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+def mean_loss(model: keras.Model, features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """The training loss every update rule here differentiates (mean cross-entropy on logits)."""
     return _LOSS(labels, model(features, training=True))
 
 
-def _check_positive_int(name: str, value: Any) -> None:
+def check_positive_int(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}.")
 
 
-def _check_momentum(momentum: Any) -> None:
+def check_momentum(momentum: Any) -> None:
     if isinstance(momentum, bool) or not isinstance(momentum, int | float) or not 0 <= momentum < 1:
         raise ValueError(f"momentum must be a float in [0, 1), got {momentum!r}.")
 
 
-class _TrainerBase:
-    """The loop shared by the async and sync trainers: chunks, evaluation, checkpoints, logs."""
+class PhasedTrainer:
+    """The loop shared by the async and sync trainers: chunks, evaluation, checkpoints, logs.
+
+    A trainer implements ``_start`` (its input), ``_train_chunk`` (schedule one phase's steps)
+    and ``_finish_chunk`` (wait for them); `trainers.passm.SharedMemoryTrainer` is one.
+    """
 
     strategy: tf.distribute.Strategy
     model: keras.Model
@@ -148,7 +158,7 @@ class _TrainerBase:
         Raises:
           ParameterServerLostError: a parameter server died; the message names the checkpoint.
         """
-        _check_positive_int("eval_every", eval_every)
+        check_positive_int("eval_every", eval_every)
         phases = list(phases)
         if not phases:
             raise ValueError("phases is empty; build it with passm_schedule.make_schedule.")
@@ -209,7 +219,9 @@ class PhasedLoop:
     (for the error message) after a parameter server is gone.
     """
 
-    def __init__(self, trainer: _TrainerBase, phases: Sequence[Phase], evaluate: EvaluateFn | None):
+    def __init__(
+        self, trainer: PhasedTrainer, phases: Sequence[Phase], evaluate: EvaluateFn | None
+    ):
         self.trainer = trainer
         self.phases = list(phases)
         self._evaluate = evaluate
@@ -267,7 +279,7 @@ def _run_reporting_lost_servers(outer: controller.Controller, inner: PhasedLoop,
         ) from error
 
 
-class AsyncPartitionedTrainer(_TrainerBase):
+class AsyncPartitionedTrainer(PhasedTrainer):
     """ASSM/PASSM steps scheduled on a ``ParameterServerStrategy`` cluster.
 
     Args:
@@ -297,9 +309,9 @@ class AsyncPartitionedTrainer(_TrainerBase):
             )
         cluster_workers = strategy.extended._num_workers  # no public accessor
         num_workers = cluster_workers if num_workers is None else num_workers
-        _check_positive_int("num_workers", num_workers)
-        _check_momentum(momentum)
-        _check_positive_int("steps_per_closure", steps_per_closure)
+        check_positive_int("num_workers", num_workers)
+        check_momentum(momentum)
+        check_positive_int("steps_per_closure", steps_per_closure)
         self.strategy = strategy
         self.num_workers = num_workers
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
@@ -322,7 +334,7 @@ class AsyncPartitionedTrainer(_TrainerBase):
         # Control dependencies make the version reads happen before the forward pass reads the
         # parameters; otherwise TF may run them last and every step would look fresh.
         with tf.control_dependencies(versions_read), tf.GradientTape() as tape:
-            loss = _mean_loss(self.model, features, labels)
+            loss = mean_loss(self.model, features, labels)
         gradients = tape.gradient(loss, state.parameters)
         written = state.apply(range(len(state.parameters)), gradients, rate)
         for block, version in enumerate(versions_read):
@@ -345,7 +357,7 @@ class AsyncPartitionedTrainer(_TrainerBase):
                     tf.GradientTape(watch_accessed_variables=False) as tape,
                 ):
                     tape.watch(variables)
-                    loss = _mean_loss(self.model, features, labels)
+                    loss = mean_loss(self.model, features, labels)
                 written = state.apply(indices, tape.gradient(loss, variables), rate)
                 state.record(block, version_read, written)
                 return loss
@@ -397,7 +409,7 @@ class AsyncPartitionedTrainer(_TrainerBase):
         return float(self._last_loss.fetch()) if self._last_loss is not None else None
 
 
-class SynchronousTrainer(_TrainerBase):
+class SynchronousTrainer(PhasedTrainer):
     """Synchronous SGD with the same momentum update, under any non-PS strategy.
 
     Gradients are averaged across replicas (``strategy.reduce``) and applied in cross-replica
@@ -414,7 +426,7 @@ class SynchronousTrainer(_TrainerBase):
     ):
         if isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
             raise TypeError("use AsyncPartitionedTrainer (or mode='sync' through it) for PS.")
-        _check_momentum(momentum)
+        check_momentum(momentum)
         self.strategy = strategy
         with strategy.scope():
             self.model = model_fn()
@@ -429,7 +441,7 @@ class SynchronousTrainer(_TrainerBase):
 
         def replica_step(features, labels):
             with tf.GradientTape() as tape:
-                loss = _mean_loss(self.model, features, labels)
+                loss = mean_loss(self.model, features, labels)
             return loss, tape.gradient(loss, state.parameters), tf.shape(labels)[0]
 
         loss = tf.constant(0.0)
@@ -453,6 +465,9 @@ class SynchronousTrainer(_TrainerBase):
             lambda context: dataset_fn(tf.constant(context.input_pipeline_id, tf.int64))
         )
         self._iterator = iter(distributed)
+        # Compiled here, before the training clock starts (as `trainers.passm` does), so that
+        # time to a target compares training, not tracing; a call of 0 steps runs none.
+        self._train_steps(self._iterator, tf.constant(0.0), tf.constant(0))
 
     def _train_chunk(self, mode: str, num_steps: int, learning_rate: float) -> None:
         self._last_loss = self._train_steps(

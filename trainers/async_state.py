@@ -33,14 +33,27 @@ def _raw_variable(variable: Any) -> tf.Variable:
 class TrainingState(tf.Module):
     """Parameters, momentum buffers and counters, created under the strategy's scope."""
 
-    def __init__(self, model: keras.Model, blocks: Sequence[range], momentum: float):
+    def __init__(
+        self,
+        model: keras.Model,
+        blocks: Sequence[range],
+        momentum: float,
+        *,
+        num_momentum_sets: int = 1,
+    ):
         super().__init__(name="training_state")
         self.parameters = [_raw_variable(v) for v in model.trainable_variables]
         self.buffers = [_raw_variable(v) for v in model.non_trainable_variables]
-        self.momenta = [
-            tf.Variable(tf.zeros_like(v), trainable=False, name=f"momentum_{i}")
-            for i, v in enumerate(self.parameters)
+        # One set per worker that keeps its own momentum (the shared-memory backend, as in the
+        # paper's processes); set 0 is ``momenta``, the set the parameter-server workers share.
+        self.momentum_sets = [
+            [
+                tf.Variable(tf.zeros_like(v), trainable=False, name=f"momentum_{s}_{i}")
+                for i, v in enumerate(self.parameters)
+            ]
+            for s in range(num_momentum_sets)
         ]
+        self.momenta = self.momentum_sets[0]
         num_blocks = len(blocks)
 
         def counters(name: str) -> list[tf.Variable]:
@@ -63,27 +76,39 @@ class TrainingState(tf.Module):
         self.momentum = float(momentum)
 
     def apply(
-        self, indices: Sequence[int], gradients: Sequence[tf.Tensor], rate: tf.Tensor
+        self,
+        indices: Sequence[int],
+        gradients: Sequence[tf.Tensor],
+        rate: tf.Tensor,
+        *,
+        momentum_set: int = 0,
     ) -> list[tf.Tensor]:
-        """Momentum update of ``parameters[indices]``; returns the written values."""
+        """Momentum update of ``parameters[indices]`` with ``momentum_sets[momentum_set]``;
+        returns the written values."""
+        momenta = self.momentum_sets[momentum_set]
         written = []
         for index, gradient in zip(indices, gradients, strict=True):
-            velocity = self.momenta[index].assign(self.momentum * self.momenta[index] + gradient)
+            velocity = momenta[index].assign(self.momentum * momenta[index] + gradient)
             written.append(
                 self.parameters[index].assign_sub(tf.cast(rate, velocity.dtype) * velocity)
             )
         return written
 
-    def record(self, block: int, version_read: tf.Tensor, written: Sequence[tf.Tensor]) -> None:
+    def record(
+        self, block: int, version_read: tf.Tensor, written: Sequence[tf.Tensor]
+    ) -> list[tf.Tensor]:
+        """Moves ``block``'s version and records its staleness; returns the counters written
+        (a ``tf.CriticalSection`` holds its lock until what its function returns has run)."""
         # The version moves only after the block's parameters are written (nothing else orders
         # them: automatic control dependencies only chain ops on the same variable).
         with tf.control_dependencies(written):
             version_written = self.versions[block].assign_add(1)
         staleness = version_written - 1 - version_read
-        self.staleness_sum[block].assign_add(staleness)
+        total = self.staleness_sum[block].assign_add(staleness)
         # Racy max (read, then write) is fine: it is a diagnostic, and only this block's owner
         # writes it in PASSM.
-        self.staleness_max[block].assign(tf.maximum(self.staleness_max[block], staleness))
+        most = self.staleness_max[block].assign(tf.maximum(self.staleness_max[block], staleness))
+        return [version_written, total, most]
 
     def finish_step(self, batch_size: tf.Tensor, after: Sequence[tf.Tensor]) -> None:
         # Counted only once the update is written, so a step cut short by a dying worker does

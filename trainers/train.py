@@ -10,8 +10,10 @@ Example::
     python -m trainers.train --config=configs/mnist1d.py --workdir=/tmp/diagnose --diagnose
     python -m trainers.train --config=configs/mnist1d.py --workdir=/tmp/mnist1d --eval_only
     python -m trainers.train --config=configs/mnist1d.py --workdir=/tmp/m --strategy=mirrored
-    python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/passm \\
-        --strategy=parameter_server   # the asynchronous partitioned trainer (PASSM+)
+    python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/passm
+        # the asynchronous partitioned trainer (PASSM+): worker threads over one model
+    python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/passm_ps \\
+        --strategy=parameter_server   # the same on a loopback parameter-server cluster
     python -m trainers.train --serve=ps:0 --cluster_spec='{"worker": [...], "ps": [...]}'
         # one server of a parameter-server cluster (its coordinator: --config.cluster_spec)
 
@@ -21,9 +23,11 @@ Example::
 each worker reads its shard of the data; the chief writes ``--workdir``, the others
 ``WORKDIR/workers/worker_I``),
 ``tpu`` (``--config.tpu=local`` on a TPU VM; train and eval steps are XLA-compiled) and
-``parameter_server``, which runs ``trainers.async_experiment`` and needs a config with a
-``mode`` (``configs/passm.py``). A ``configs/passm.py`` run under a synchronous strategy trains
-synchronously and says so (its asynchronous modes need a parameter server).
+``parameter_server``, which runs ``trainers.async_experiment`` on a parameter-server cluster
+and needs a config with a ``mode`` (``configs/passm.py``). A ``configs/passm.py`` config runs the
+asynchronous trainer without the flag too: on one host on its shared-memory backend (worker
+threads over one model, ``trainers.passm``); under a synchronous strategy it trains
+synchronously and says so.
 
 The console shows the progress bar (on a terminal), evaluations and the summary;
 ``--verbose`` brings back TensorFlow's C++ notices, absl INFO lines and TFDS's messages
@@ -147,7 +151,7 @@ def main(argv: list[str]) -> None:
                     "asynchronous trainer. Use e.g. configs/mnist1d.py."
                 )
         with _one_line_errors():
-            _run_partitioned(config, _WORKDIR.value)
+            _run_partitioned(config, _WORKDIR.value, strategy_flag=_STRATEGY.value)
     elif config.strategy == "parameter_server":
         raise app.UsageError(
             "--strategy=parameter_server runs the asynchronous partitioned trainer, which needs "
@@ -231,23 +235,39 @@ def _serve(task: str, cluster_spec: str | None) -> None:
     local_cluster.serve(json.loads(cluster_spec), job, int(index))
 
 
-def _run_partitioned(config, workdir: str) -> None:
-    """``trainers.async_experiment`` under ``config.strategy``; prints the result's summary.
+def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) -> None:
+    """``trainers.async_experiment`` on the config's backend; prints the result's summary.
 
-    Under a synchronous strategy the asynchronous modes fall back to synchronous SGD with a
-    logged warning (``async_experiment.train_and_evaluate``).
+    One host (no ``cluster_spec``): the shared-memory backend, c worker threads over one model;
+    ``--strategy=parameter_server`` (or ``--config.backend=parameter_server``) runs a loopback
+    parameter-server cluster instead. Under a synchronous strategy the asynchronous modes fall
+    back to synchronous SGD with a logged warning (``async_experiment.train_and_evaluate``).
+    Ctrl-C or SIGTERM save a checkpoint at the end of the current evaluation interval (exit
+    status 130 / 143), as for the synchronous loop; the same command resumes.
     """
     from trainers import async_experiment, async_partitioned
 
+    if strategy_flag == "parameter_server" and config.get("backend", "auto") == "auto":
+        config.backend = "parameter_server"  # asked for by name: the cluster, not threads
     strategy = None
-    if config.strategy != "parameter_server":
+    if config.strategy != "parameter_server" and config.get("backend") != "shared_memory":
         strategy = strategies.make_strategy(config.strategy)
+    signals = {signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: _Terminated}
     try:
-        result = async_experiment.train_and_evaluate(config, workdir, strategy=strategy)
+        with interrupts.stop_at_loop_end(signals):
+            result = async_experiment.train_and_evaluate(config, workdir, strategy=strategy)
     except async_partitioned.ParameterServerLostError as error:
         # One clear line instead of a gRPC traceback; exit status 3 tells scripts to resume.
         print(f"error: {error}", file=sys.stderr)
         sys.exit(3)
+    except experiment.RunInterrupted as interrupted:
+        terminated = isinstance(interrupted.__cause__, _Terminated)
+        print(
+            f"{'Terminated' if terminated else 'Interrupted'} at step {interrupted.step}; saved "
+            f"{interrupted.checkpoint}. Run the same command to resume.",
+            file=sys.stderr,
+        )
+        sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
     summary = {k: v for k, v in result.items() if k not in ("history", "phases")}
     print(json.dumps(summary, indent=1))
 

@@ -1,0 +1,106 @@
+"""Which backend a configs/passm.py run trains on, and the binary running it on shared memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from trainers import async_experiment, train
+from trainers.passm import resolve_backend
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PASSM = os.path.join(ROOT, "configs", "passm.py")
+SPEC = '{"worker": ["a:1"], "ps": ["a:2"], "chief": ["a:3"]}'
+
+
+@pytest.mark.parametrize(
+    "overrides, strategy, expected",
+    [
+        ({}, None, "shared_memory"),  # one host: the default
+        ({"cluster_spec": SPEC}, None, "parameter_server"),
+        ({"backend": "parameter_server"}, None, "parameter_server"),  # a loopback cluster
+        ({"backend": "shared_memory", "strategy": "default"}, None, "shared_memory"),
+        ({"strategy": "default"}, None, "synchronous"),  # the documented fall-back
+        ({"strategy": "mirrored"}, None, "synchronous"),
+        ({"strategy": "default", "mode": "sync"}, None, "synchronous"),
+        ({}, tf.distribute.get_strategy(), "synchronous"),
+        ({"config": "smoke"}, None, "shared_memory"),
+    ],
+)
+def test_backend_follows_the_config(load_config, overrides, strategy, expected):
+    overrides = dict(overrides)
+    config = load_config("passm", overrides.pop("config", ""))
+    config.update(overrides)
+    assert resolve_backend(config, strategy) == expected
+
+
+@pytest.mark.parametrize(
+    "overrides, strategy, match",
+    [
+        ({"backend": "threads"}, None, "config.backend must be one of .*got 'threads'"),
+        ({"backend": "shared_memory", "cluster_spec": SPEC}, None,
+         "config.cluster_spec names a cluster; drop --config.cluster_spec, or use "
+         "--config.backend=parameter_server"),
+        ({"backend": "shared_memory", "strategy": "mirrored"}, None,
+         "runs its own worker threads, not config.strategy='mirrored'"),
+        ({"backend": "parameter_server", "strategy": "default"}, None,
+         "needs config.strategy='parameter_server', got 'default'"),
+        ({"backend": "shared_memory"}, tf.distribute.get_strategy(),
+         "takes no tf.distribute strategy, got _DefaultDistributionStrategy; pass strategy=None"),
+        ({"backend": "parameter_server"}, tf.distribute.get_strategy(),
+         "needs a ParameterServerStrategy, got _DefaultDistributionStrategy"),
+    ],
+)  # fmt: skip
+def test_contradictory_backends_name_both_and_the_fix(load_config, overrides, strategy, match):
+    config = load_config("passm", "smoke")
+    config.update(overrides)
+    with pytest.raises(ValueError, match=match):
+        resolve_backend(config, strategy)
+
+
+def _parse(argv, monkeypatch):
+    """Parses ``argv`` as the binary would (config_flags reads its overrides from sys.argv)."""
+    monkeypatch.setattr(sys, "argv", argv)
+    for name in [name for name in flags.FLAGS if name.startswith("config.")]:
+        delattr(flags.FLAGS, name)
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(argv)
+
+
+def test_binary_runs_the_smoke_config_on_shared_memory_by_default(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    _parse(["train", f"--config={PASSM}:smoke", f"--workdir={tmp_path}"], monkeypatch)
+    train.main(["train"])
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["backend"] == "shared_memory" and result["mode"] == "passm_plus"
+    assert result["num_workers"] == 2 and result["completed_steps"] == 16
+    assert sum(result["worker_updates"]) == result["updates_applied"] == 16
+    assert [h["step"] for h in result["history"]] == [8, 16]
+    printed = json.loads(capsys.readouterr().out)  # the summary, without the history
+    assert printed["staleness_mean"] == result["staleness_mean"] >= 0
+    assert "history" not in printed and os.path.isdir(tmp_path / "checkpoints")
+
+
+@pytest.mark.parametrize(
+    "arguments, backend",
+    [([], "auto"), (["--strategy=parameter_server"], "parameter_server"),
+     (["--config.backend=shared_memory", "--strategy=parameter_server"], "shared_memory")],
+)  # fmt: skip
+def test_strategy_flag_parameter_server_asks_for_the_cluster(
+    arguments, backend, tmp_path, monkeypatch, capsys
+):
+    seen = {}
+
+    def fake_run(config, workdir, strategy=None):
+        seen.update(backend=config.backend, strategy=strategy)
+        return {}
+
+    monkeypatch.setattr(async_experiment, "train_and_evaluate", fake_run)
+    _parse(["train", f"--config={PASSM}:smoke", f"--workdir={tmp_path}", *arguments], monkeypatch)
+    train.main(["train"])
+    assert seen == {"backend": backend, "strategy": None}
