@@ -2,6 +2,9 @@
 
     python benchmarks/async_partitioned.py            # default run (~10 min on 2 idle cores)
     python benchmarks/async_partitioned.py --quick    # seconds-scale smoke run (tested)
+    python benchmarks/async_partitioned.py --backend=shared_memory [--quick]
+        # the shared-memory backend (the paper's regime) vs tuned synchronous baselines:
+        # benchmarks/async_shared_memory.py, results/async_shared_memory.json
 
 Writes ``benchmarks/results/async_partitioned.json`` and ``.png`` (``*_quick.*`` for --quick) and
 prints a markdown table. What runs, side by side in one invocation:
@@ -374,12 +377,36 @@ def headline(summary: list[dict], flops: dict) -> dict[str, float | None]:
     return figures
 
 
+def _shared_memory_study():
+    """``benchmarks/async_shared_memory.py`` as a module (benchmarks/ is not a package)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "async_shared_memory.py")
+    spec = importlib.util.spec_from_file_location("async_shared_memory", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    # No abbreviations: --output (the shared-memory study's) must not pass for --output_dir.
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     parser.add_argument("--quick", action="store_true", help="seconds-scale run for tests")
     parser.add_argument("--output_dir", default=RESULTS)
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--backend",
+        choices=("parameter_server", "shared_memory"),
+        default="parameter_server",
+        help="parameter_server: this study on a loopback cluster; shared_memory: "
+        "benchmarks/async_shared_memory.py (takes --quick and --output FILE.json)",
+    )
+    args, rest = parser.parse_known_args(argv)
+    if args.backend == "shared_memory":
+        _shared_memory_study().main((["--quick"] if args.quick else []) + rest)
+        return
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.child:
         _child(json.loads(args.child))
         return

@@ -2,11 +2,15 @@
 
 Example::
 
+    import ml_collections
     from trainers.passm.backend import resolve_backend
 
-    config = get_config("smoke")  # configs/passm.py: backend "auto", no cluster_spec
+    # configs/passm.py's defaults: backend "auto", strategy "parameter_server", no cluster_spec.
+    config = ml_collections.ConfigDict(
+        dict(backend="auto", strategy="parameter_server", mode="passm_plus", cluster_spec="")
+    )
     assert resolve_backend(config) == "shared_memory"  # one host: c threads over one model
-    config.cluster_spec = '{"worker": [...], "ps": [...], "chief": [...]}'
+    config.cluster_spec = '{"worker": ["h1:2222"], "ps": ["h2:2222"], "chief": ["h0:2222"]}'
     assert resolve_backend(config) == "parameter_server"  # several hosts
 
 ``config.backend``:

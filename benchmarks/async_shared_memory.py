@@ -1,0 +1,424 @@
+r"""PASSM+ where the paper runs it: shared-memory workers vs tuned synchronous SGD, time to target.
+
+    python benchmarks/async_partitioned.py --backend=shared_memory          # the full study
+    python benchmarks/async_partitioned.py --backend=shared_memory --quick  # ~30 s, tested
+    python benchmarks/async_shared_memory.py [--quick]                      # the same
+
+Writes ``benchmarks/results/async_shared_memory.json`` and ``.png`` (``*_quick.*`` for --quick,
+or ``--output FILE.json``) and prints a markdown table. For each workload (the MNIST-1D CNN; the
+deeper ``resnet_small`` on the generated 32×32 images), side by side in one process:
+
+- ``sync``: synchronous SGD with momentum at the per-worker batch b (`SynchronousTrainer`);
+- ``sync_large`` at c = 2, 4: synchronous SGD at batch c·b, c times fewer steps, its learning
+  rate warmed up linearly from 1/c of its peak over the first ``warmup_fraction`` of the steps;
+- ``assm`` (c = 1, 2, 4), ``passm`` and ``passm_plus`` (c = 2, 4) on the shared-memory backend
+  (`trainers.passm`, through ``trainers.async_experiment`` as the binary runs it), batch b per
+  worker. Every method sees the same number of examples.
+
+Each method (and c) gets its own best learning rate: every rate of ``learning_rates`` is run on
+``tuning_seed`` (held out) and the best final accuracy wins; then ``seeds`` are run at it, paired
+by seed. The target of a seed is ``sync``'s final accuracy − 0.5 points; time to target is the
+training time (evaluation and tracing excluded) at the first evaluation reaching it. The best
+synchronous baseline at c is the faster of ``sync`` and ``sync_large`` at c.
+
+Step times: one worker's block-restricted PASSM step and a full (ASSM) step, timed alone, show
+what restricted backprop saves on this machine, apart from concurrency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+ASYNC_METHODS = ("assm", "passm", "passm_plus")
+
+# Workload name -> (configs/passm.py variant, overrides). The configs are the users'.
+FULL = {
+    "workloads": {
+        "mnist1d_cnn": ("", {"num_steps": 1600, "eval_every": 40}),
+        "resnet_small": ("resnet", {"num_steps": 800, "eval_every": 40}),
+    },
+    "worker_counts": [1, 2, 4],
+    "learning_rates": [0.01, 0.02, 0.05],
+    "tuning_seed": 100,  # held out: learning rates are chosen on it, reported on "seeds"
+    "seeds": [0, 1],
+    "decay_fractions": [0.5, 0.75],
+    "warmup_fraction": 0.1,
+    "steps_per_call": 10,
+    "timing_steps": 20,
+    "timing_repeats": 5,
+}
+QUICK = {
+    **FULL,
+    "workloads": {
+        "mnist1d_mlp": (
+            "smoke",
+            {"num_train": 400, "num_eval": 200, "num_steps": 40, "eval_every": 10},
+        ),
+    },
+    "worker_counts": [1, 2],
+    "learning_rates": [0.05],  # one rate: no tuning runs
+    "seeds": [0],
+    "decay_fractions": [0.75],
+    "steps_per_call": 5,
+    "timing_steps": 10,
+    "timing_repeats": 3,
+}
+
+
+def methods(worker_counts: list[int]) -> list[tuple[str, int]]:
+    """(method, c) pairs run per workload; ``sync`` (c = 1) is the reference."""
+    pairs = [("sync", 1)]
+    for c in worker_counts:
+        pairs += [("assm", 1)] if c == 1 else [("sync_large", c)]
+        pairs += [(m, c) for m in ASYNC_METHODS if c > 1]
+    return pairs
+
+
+def _config(workload: tuple, setup: dict, method: str, c: int, rate: float, seed: int):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("passm_config", f"{ROOT}/configs/passm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    variant, overrides = workload
+    config = module.get_config(variant)
+    config.update(overrides)
+    synchronous = method.startswith("sync")
+    config.update(
+        strategy="default" if synchronous else "parameter_server",
+        backend="auto" if synchronous else "shared_memory",
+        mode="sync" if synchronous else method,
+        num_workers=c,
+        seed=seed,
+        learning_rate=rate,
+        decay_fractions=tuple(setup["decay_fractions"]),
+        steps_per_closure=setup["steps_per_call"],
+    )
+    if method == "sync_large":
+        config.batch_size *= c
+        config.num_steps //= c
+        config.eval_every = max(1, config.eval_every // c)
+    return config
+
+
+def warmed_up_phases(config, c: int, warmup_fraction: float, pieces: int = 5) -> list:
+    """The synchronous schedule with its first ``warmup_fraction`` ramped from rate/c to rate
+    in ``pieces`` constant steps (Goyal et al.'s linear warm-up, piecewise)."""
+    from trainers.passm_schedule import Phase, make_schedule
+
+    base = make_schedule(
+        "sync",
+        num_steps=config.num_steps,
+        num_workers=1,
+        learning_rate=config.learning_rate,
+        decay_factor=config.decay_factor,
+        decay_fractions=config.decay_fractions,
+    )
+    warmup = min(round(warmup_fraction * config.num_steps), base[0].stop)
+    bounds = sorted({round(warmup * k / pieces) for k in range(pieces + 1)})
+    ramp = [
+        Phase(a, b, "sync", config.learning_rate * (1 / c + (1 - 1 / c) * i / len(bounds[1:])))
+        for i, (a, b) in enumerate(itertools.pairwise(bounds))
+        if b > a
+    ]
+    rest = [Phase(max(p.start, warmup), p.stop, p.mode, p.learning_rate) for p in base]
+    return ramp + [p for p in rest if p.stop > p.start]
+
+
+def run_one(workload: tuple, setup: dict, method: str, c: int, rate: float, seed: int) -> dict:
+    """One training run; its result dict (``async_experiment`` / ``PhasedTrainer.run``)."""
+    import keras
+    import tensorflow as tf
+
+    from trainers import async_experiment, async_partitioned, models
+
+    config = _config(workload, setup, method, c, rate, seed)
+    if method != "sync_large":
+        result = async_experiment.train_and_evaluate(config, None)
+    else:
+        data = async_experiment.data_config(config)
+
+        def model_fn():
+            keras.utils.set_random_seed(seed)
+            shape = data.train_arrays.inputs.shape[1:]
+            return models.build_model(config.model, shape, data.num_classes)
+
+        trainer = async_partitioned.SynchronousTrainer(tf.distribute.get_strategy(), model_fn)
+        result = trainer.run(
+            async_experiment.train_dataset_fn(data, seed=seed, num_workers=1),
+            warmed_up_phases(config, c, setup["warmup_fraction"]),
+            eval_every=config.eval_every,
+            evaluate=async_experiment.make_evaluate(data, seed=seed),
+        )
+    keras.backend.clear_session()
+    history = result["history"]
+    steady = history[-1]["train_seconds"] - history[0]["train_seconds"]
+    kept = ("final_accuracy", "train_seconds", "block_updates", "staleness_mean", "staleness_max")
+    return {
+        "method": method, "num_workers": c, "learning_rate": rate, "seed": seed,
+        **{key: result.get(key, 0) for key in kept},
+        "history": [{k: h[k] for k in ("step", "train_seconds", "accuracy")} for h in history],
+        # After the first evaluation: the pipeline's start-up excluded.
+        "updates_per_second": steady and (history[-1]["step"] - history[0]["step"]) / steady,
+    }  # fmt: skip
+
+
+def tune_and_run(name: str, workload: tuple, setup: dict) -> tuple[dict, list[dict]]:
+    """Best learning rate per (method, c) on the tuning seed, then the seeds at it."""
+    best, runs = {}, []
+    for method, c in methods(setup["worker_counts"]):
+        key = f"{method}_c{c}"
+        rates = setup["learning_rates"]
+        if len(rates) > 1:
+            trials = [run_one(workload, setup, method, c, r, setup["tuning_seed"]) for r in rates]
+            best[key] = max(trials, key=lambda t: t["final_accuracy"])["learning_rate"]
+            print(f"{name} {key}: tuned lr {best[key]}", flush=True)
+        else:
+            best[key] = rates[0]
+        for seed in setup["seeds"]:
+            runs.append(run_one(workload, setup, method, c, best[key], seed))
+            print(
+                f"{name} {key} seed {seed}: {runs[-1]['final_accuracy']:.3f} in "
+                f"{runs[-1]['train_seconds']:.1f} s",
+                flush=True,
+            )
+    return best, runs
+
+
+def measure_step_times(workload: tuple, setup: dict, c: int = 2) -> dict:
+    """Seconds per step of a full (ASSM) step and of each worker's PASSM block step, timed one
+    worker at a time (no concurrency): what restricted backprop saves on this machine."""
+    import tensorflow as tf
+
+    from trainers import async_experiment, block_partition, models
+    from trainers.async_state import TrainingState
+    from trainers.passm import UpdateMeter
+    from trainers.passm.steps import WorkerSteps
+
+    config = _config(workload, setup, "passm", c, 0.01, 0)
+    data = async_experiment.data_config(config)
+    model = models.build_model(config.model, data.train_arrays.inputs.shape[1:], data.num_classes)
+    sizes = [int(v.shape.num_elements()) for v in model.trainable_variables]
+    blocks = block_partition.partition_blocks(sizes, c)
+    state = TrainingState(model, blocks, 0.9, num_momentum_sets=c)
+    meter, lock = UpdateMeter(c), tf.CriticalSection()
+    workers = [WorkerSteps(model, state, meter, worker=w, lock=lock) for w in range(c)]
+    dataset_fn = async_experiment.train_dataset_fn(data, seed=0, num_workers=c)
+    iterators = [iter(dataset_fn(tf.constant(w, tf.int64))) for w in range(c)]
+    steps, rate = tf.constant(setup["timing_steps"]), tf.constant(0.01)
+
+    def seconds_per_step(mode: str, worker: int) -> float:
+        function, iterator = workers[worker].function(mode), iterators[worker]
+        function(iterator, rate, steps)  # traces; the pipeline's buffers fill
+        times = []
+        for _ in range(setup["timing_repeats"]):
+            began = time.perf_counter()
+            function(iterator, rate, steps)
+            times.append((time.perf_counter() - began) / setup["timing_steps"])
+        return statistics.median(times)
+
+    full = seconds_per_step("assm", 0)
+    block_steps = [seconds_per_step("passm", w) for w in range(c)]
+    ratio = statistics.mean(block_steps) / full
+    return {
+        "num_workers": c,
+        "full_step_seconds": full,
+        "block_step_seconds": block_steps,
+        "restricted_step_time_ratio": ratio,
+        "restricted_time_saving": 1 - ratio,
+        "blocks": [[b.start, b.stop] for b in blocks],
+    }
+
+
+def _seconds_to_target(run: dict, target: float) -> float | None:
+    reached = [h for h in run["history"] if h["accuracy"] >= target]
+    return reached[0]["train_seconds"] if reached else None
+
+
+def summarise(runs: list[dict]) -> list[dict]:
+    """Per (method, c): reached target, median time, speed-up over the best sync baseline at c
+    (paired by seed), accuracy gap to ``sync`` in points, updates/s, staleness."""
+    sync = {r["seed"]: r for r in runs if r["method"] == "sync"}
+    for run in runs:
+        run["seconds_to_target"] = _seconds_to_target(
+            run, sync[run["seed"]]["final_accuracy"] - 0.005
+        )
+
+    def best_sync(seed: int, c: int) -> float | None:
+        baselines = [("sync", 1), ("sync_large", c)]
+        times = [
+            r["seconds_to_target"]
+            for r in runs
+            if r["seed"] == seed and (r["method"], r["num_workers"]) in baselines
+        ]
+        times = [t for t in times if t is not None]
+        return min(times) if times else None
+
+    rows = []
+    for method, c in dict.fromkeys((r["method"], r["num_workers"]) for r in runs):
+        group = [r for r in runs if r["method"] == method and r["num_workers"] == c]
+        reached = [r for r in group if r["seconds_to_target"] is not None]
+        speedups = [
+            best_sync(r["seed"], c) / r["seconds_to_target"]
+            for r in reached
+            if best_sync(r["seed"], c) is not None
+        ]
+        rates = [r["updates_per_second"] for r in group if r["updates_per_second"]]
+        rows.append(
+            {
+                "method": method,
+                "num_workers": c,
+                "learning_rate": group[0]["learning_rate"],
+                "seeds": len(group),
+                "reached_target": len(reached),
+                "median_seconds_to_target": (
+                    statistics.median(r["seconds_to_target"] for r in reached) if reached else None
+                ),
+                # Null unless every seed reached the target: a speed-up of the lucky seeds misleads.
+                "median_speedup_vs_best_sync": (
+                    statistics.median(speedups)
+                    if speedups and len(speedups) == len(group)
+                    else None
+                ),
+                "mean_accuracy_gap_points": statistics.mean(
+                    100 * (r["final_accuracy"] - sync[r["seed"]]["final_accuracy"]) for r in group
+                ),
+                "median_updates_per_second": statistics.median(rates) if rates else None,
+                "mean_staleness": statistics.mean(r["staleness_mean"] for r in group),
+                "max_staleness": max(r["staleness_max"] for r in group),
+            }
+        )
+    return rows
+
+
+def headline(rows: list[dict], step_times: dict, prefix: str = "") -> dict[str, float | None]:
+    """The issue's figures for one workload (``prefix`` names any but the first)."""
+    by = {(r["method"], r["num_workers"]): r for r in rows}
+
+    def value(method: str, c: int, key: str) -> float | None:
+        row = by.get((method, c))
+        return None if row is None or row[key] is None else float(row[key])
+
+    sync_rate, passm_plus_rate = (
+        value("sync", 1, "median_updates_per_second"),
+        value("passm_plus", 2, "median_updates_per_second"),
+    )
+    figures = {
+        "passm_plus_shared_speedup_c2": value("passm_plus", 2, "median_speedup_vs_best_sync"),
+        "passm_plus_shared_speedup_c4": value("passm_plus", 4, "median_speedup_vs_best_sync"),
+        "passm_plus_shared_accuracy_gap_points_c2": value(
+            "passm_plus", 2, "mean_accuracy_gap_points"
+        ),
+        "assm_shared_speedup_c2": value("assm", 2, "median_speedup_vs_best_sync"),
+        "passm_shared_speedup_c2": value("passm", 2, "median_speedup_vs_best_sync"),
+        "updates_per_second_ratio_c2": (
+            passm_plus_rate / sync_rate if passm_plus_rate and sync_rate else None
+        ),
+        "restricted_backward_time_saving_c2": float(step_times["restricted_time_saving"]),
+    }
+    return {prefix + key: value for key, value in figures.items()}
+
+
+def markdown_table(name: str, rows: list[dict]) -> str:
+    def show(value, digits=2):
+        return "—" if value is None else f"{value:.{digits}f}"
+
+    lines = [
+        f"**{name}**",
+        "",
+        "| method | c | lr | reached | median s to target | speed-up vs best sync "
+        "| acc − sync (pts) | updates/s | staleness mean / max |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['method']} | {r['num_workers']} | {r['learning_rate']} "
+            f"| {r['reached_target']}/{r['seeds']} | {show(r['median_seconds_to_target'], 1)} "
+            f"| {show(r['median_speedup_vs_best_sync'])} "
+            f"| {show(r['mean_accuracy_gap_points'], 1)} "
+            f"| {show(r['median_updates_per_second'], 0)} "
+            f"| {show(r['mean_staleness'])} / {r['max_staleness']} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(result["workloads"])
+    figure, axes = plt.subplots(1, len(names), figsize=(6.5 * len(names), 4.5), squeeze=False)
+    seed = result["settings"]["seeds"][0]
+    for axis, name in zip(axes[0], names, strict=True):
+        for run in result["workloads"][name]["runs"]:
+            if run["seed"] == seed:
+                axis.plot(
+                    [h["train_seconds"] for h in run["history"]],
+                    [h["accuracy"] for h in run["history"]],
+                    "--" if run["method"].startswith("sync") else "-",
+                    label=f"{run['method']} c={run['num_workers']}",
+                )
+        axis.set(
+            xlabel="training seconds (evaluation excluded)",
+            ylabel="eval accuracy",
+            title=f"{name}, seed {seed}",
+        )
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="~30 s smoke run (tested)")
+    parser.add_argument("--output", help="JSON path (PNG beside it); default results/")
+    args, _ = parser.parse_known_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.path.insert(0, ROOT)
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)
+    setup = QUICK if args.quick else FULL
+    began = time.perf_counter()
+    result = {"headline": {}, "settings": setup, "workloads": {}}
+    for index, (name, workload) in enumerate(setup["workloads"].items()):
+        step_times = measure_step_times(workload, setup)
+        best, runs = tune_and_run(name, workload, setup)
+        rows = summarise(runs)
+        result["headline"].update(headline(rows, step_times, "" if index == 0 else f"{name}_"))
+        result["workloads"][name] = {
+            "best_learning_rates": best,
+            "step_times": step_times,
+            "summary": rows,
+            "runs": runs,
+        }
+        print(markdown_table(name, rows), flush=True)
+    machine = (os.cpu_count(), os.getloadavg(), platform.platform(), platform.python_version())
+    result["machine"] = dict(zip(("cpu_count", "load_average_at_end", "platform", "python"),
+                                 machine, strict=True))  # fmt: skip
+    result["benchmark_seconds"] = time.perf_counter() - began
+    stem = os.path.join(RESULTS, "async_shared_memory" + ("_quick" if args.quick else ""))
+    stem = os.path.splitext(args.output)[0] if args.output else stem
+    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
+    with open(stem + ".json", "w") as output:
+        json.dump(result, output, indent=1)
+    plot(result, stem + ".png")
+    print(json.dumps(result["headline"], indent=1))
+    print(f"wrote {stem}.json and {stem}.png in {result['benchmark_seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

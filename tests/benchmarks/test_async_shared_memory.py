@@ -1,0 +1,97 @@
+"""benchmarks/async_partitioned.py --backend=shared_memory: the quick run's JSON, and its sums."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+HEADLINE = {
+    "passm_plus_shared_speedup_c2", "passm_plus_shared_speedup_c4",
+    "passm_plus_shared_accuracy_gap_points_c2", "assm_shared_speedup_c2",
+    "passm_shared_speedup_c2", "updates_per_second_ratio_c2",
+    "restricted_backward_time_saving_c2",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def quick(run_quick_benchmark):
+    path = run_quick_benchmark("async_partitioned", "--backend=shared_memory")
+    return path, json.loads(path.read_text())
+
+
+def test_quick_run_writes_the_headline_first_with_every_key(quick):
+    path, result = quick
+    assert next(iter(result)) == "headline" and set(result["headline"]) == HEADLINE
+    assert all(v is None or type(v) is float for v in result["headline"].values())
+    # Quick runs c = 1, 2 only: the c = 4 figure has no run behind it.
+    assert result["headline"]["passm_plus_shared_speedup_c4"] is None
+    assert type(result["headline"]["restricted_backward_time_saving_c2"]) is float
+    assert path.with_suffix(".png").stat().st_size > 0
+
+
+def test_quick_run_trains_every_method_on_the_same_examples(quick):
+    _, result = quick
+    (workload,) = result["workloads"].values()
+    methods = {(r["method"], r["num_workers"]) for r in workload["runs"]}
+    assert methods == {("sync", 1), ("assm", 1), ("sync_large", 2), ("assm", 2), ("passm", 2),
+                       ("passm_plus", 2)}  # fmt: skip
+    for run in workload["runs"]:
+        # 40 updates of 16 examples; the large batch takes 20 steps of 32.
+        assert run["history"][-1]["step"] == (20 if run["method"] == "sync_large" else 40)
+    by = {(r["method"], r["num_workers"]): r for r in workload["runs"]}
+    assert by[("assm", 1)]["staleness_max"] == 0  # one worker: nothing lands in between
+    assert sum(by[("passm", 2)]["block_updates"]) == 40  # one block per PASSM update
+    # PASSM+: 10 ASSM steps (both blocks), 2 + 2 in the window around the decay at 30.
+    assert sum(by[("passm_plus", 2)]["block_updates"]) == 14 * 2 + 26
+    step_times = workload["step_times"]
+    assert len(step_times["block_step_seconds"]) == 2 and step_times["full_step_seconds"] > 0
+
+
+def _run(method, c, seed, accuracies, seconds):
+    history = [{"step": 10 * (i + 1), "train_seconds": s, "accuracy": a}
+               for i, (a, s) in enumerate(zip(accuracies, seconds, strict=True))]  # fmt: skip
+    return {"method": method, "num_workers": c, "seed": seed, "learning_rate": 0.1,
+            "history": history, "final_accuracy": accuracies[-1], "updates_per_second": 10.0,
+            "staleness_mean": 0.5, "staleness_max": 2}  # fmt: skip
+
+
+def test_speedup_is_over_the_faster_sync_baseline_and_null_unless_every_seed_reaches(
+    load_benchmark,
+):
+    bench = load_benchmark("async_shared_memory")
+    runs = []
+    for seed in (0, 1):
+        runs += [
+            _run("sync", 1, seed, [0.5, 0.7, 0.8], [1.0, 2.0, 4.0]),
+            # Faster than sync to the target (0.8 − 0.005): the best baseline, 2.0 s.
+            _run("sync_large", 2, seed, [0.6, 0.796, 0.8], [1.0, 2.0, 3.0]),
+            _run("passm_plus", 2, seed, [0.6, 0.8, 0.81], [0.5, 1.0, 1.5]),
+            # Reaches the target on seed 0 only.
+            _run("passm", 2, seed, [0.6, 0.7, 0.8 if seed == 0 else 0.7], [0.5, 1.0, 1.5]),
+        ]
+    rows = {(r["method"], r["num_workers"]): r for r in bench.summarise(runs)}
+    assert rows[("passm_plus", 2)]["median_speedup_vs_best_sync"] == pytest.approx(2.0)
+    assert rows[("sync", 1)]["median_speedup_vs_best_sync"] == pytest.approx(1.0)
+    assert rows[("passm", 2)]["reached_target"] == 1
+    assert rows[("passm", 2)]["median_speedup_vs_best_sync"] is None
+    assert rows[("passm", 2)]["mean_accuracy_gap_points"] == pytest.approx(-5.0)
+    figures = bench.headline(list(rows.values()), {"restricted_time_saving": 0.25}, "resnet_")
+    assert figures["resnet_passm_plus_shared_speedup_c2"] == pytest.approx(2.0)
+    assert figures["resnet_passm_plus_shared_accuracy_gap_points_c2"] == pytest.approx(1.0)
+    assert figures["resnet_updates_per_second_ratio_c2"] == pytest.approx(1.0)
+    assert figures["resnet_assm_shared_speedup_c2"] is None  # not run
+
+
+def test_large_batch_warm_up_ramps_from_rate_over_c_before_the_first_decay(load_benchmark):
+    bench = load_benchmark("async_shared_memory")
+    config = bench._config(bench.FULL["workloads"]["mnist1d_cnn"], bench.FULL, "sync_large",
+                           4, 0.08, 0)  # fmt: skip
+    assert (config.batch_size, config.num_steps, config.eval_every) == (128, 400, 10)
+    phases = bench.warmed_up_phases(config, 4, 0.1)
+    assert [(p.start, p.stop) for p in phases[:5]] == [(0, 8), (8, 16), (16, 24), (24, 32),
+                                                       (32, 40)]  # fmt: skip
+    assert [p.learning_rate for p in phases[:6]] == pytest.approx(
+        [0.02, 0.032, 0.044, 0.056, 0.068, 0.08]
+    )
+    assert phases[-1].stop == 400 and phases[-1].learning_rate == pytest.approx(0.08 * 0.01)
