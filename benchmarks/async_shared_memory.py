@@ -3,6 +3,7 @@ r"""PASSM+ where the paper runs it: shared-memory workers vs tuned synchronous S
     python benchmarks/async_partitioned.py --backend=shared_memory          # the full study
     python benchmarks/async_partitioned.py --backend=shared_memory --quick  # ~30 s, tested
     python benchmarks/async_shared_memory.py [--quick]                      # the same
+    python benchmarks/async_partitioned.py --backend=shared_memory --workloads=resnet_small
 
 Writes ``benchmarks/results/async_shared_memory.json`` and ``.png`` (``*_quick.*`` for --quick,
 or ``--output FILE.json``) and prints a markdown table. For each workload (the MNIST-1D CNN; the
@@ -44,7 +45,7 @@ ASYNC_METHODS = ("assm", "passm", "passm_plus")
 FULL = {
     "workloads": {
         "mnist1d_cnn": ("", {"num_steps": 1600, "eval_every": 40}),
-        "resnet_small": ("resnet", {"num_steps": 800, "eval_every": 40}),
+        "resnet_small": ("resnet", {"num_steps": 600, "eval_every": 40}),
     },
     "worker_counts": [1, 2, 4],
     "learning_rates": [0.01, 0.02, 0.05],
@@ -385,13 +386,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="~30 s smoke run (tested)")
     parser.add_argument("--output", help="JSON path (PNG beside it); default results/")
+    parser.add_argument("--workloads", help="comma-separated subset, e.g. resnet_small")
     args, _ = parser.parse_known_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.path.insert(0, ROOT)
     from absl import logging
 
     logging.set_verbosity(logging.WARNING)
-    setup = QUICK if args.quick else FULL
+    setup = dict(QUICK if args.quick else FULL)
+    if args.workloads:
+        names = args.workloads.split(",")
+        unknown = sorted(set(names) - set(setup["workloads"]))
+        if unknown:
+            parser.error(f"--workloads: unknown {unknown}; choose from {list(setup['workloads'])}")
+        setup["workloads"] = {name: setup["workloads"][name] for name in names}
     began = time.perf_counter()
     result = {"headline": {}, "settings": setup, "workloads": {}}
     for index, (name, workload) in enumerate(setup["workloads"].items()):

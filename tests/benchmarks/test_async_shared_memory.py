@@ -95,3 +95,9 @@ def test_large_batch_warm_up_ramps_from_rate_over_c_before_the_first_decay(load_
         [0.02, 0.032, 0.044, 0.056, 0.068, 0.08]
     )
     assert phases[-1].stop == 400 and phases[-1].learning_rate == pytest.approx(0.08 * 0.01)
+
+
+def test_an_unknown_workload_is_named_with_the_choices(load_benchmark, capsys):
+    with pytest.raises(SystemExit):
+        load_benchmark("async_shared_memory").main(["--quick", "--workloads=cifar"])
+    assert "--workloads: unknown ['cifar']; choose from ['mnist1d_mlp']" in capsys.readouterr().err
