@@ -77,9 +77,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from echoing.assistant import Assistant
-from echoing.assistant_filter import assistant_filter
-from echoing.assistant_learner import AssistantLearner
+from echoing import Assistant, AssistantLearner, assistant_filter
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METHODS = ("shuffle", "assistant", "assistant_reweight", "shrinking")

@@ -50,10 +50,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from echoing.priority_feedback import PrioritizedStep
-from echoing.priority_sampling import PrioritySampler, priority_sample, sampled_batches
-from echoing.priority_sources import DataSourceSource
-from echoing.priority_table import PriorityTable
+from echoing import PrioritizedStep, PriorityTable
+from echoing._src.core.sources import DataSourceSource
+from echoing._src.priority.sampling import PrioritySampler, priority_sample, sampled_batches
 from pipelines.sources import mnist1d
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"

@@ -70,9 +70,11 @@ import tensorflow as tf
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from echoing.priority_feedback import PriorityFeedback  # noqa: E402 (after the path set-up)
-from echoing.priority_sampling import PrioritySampler  # noqa: E402
-from echoing.priority_table import PriorityTable  # noqa: E402
+from echoing import (  # noqa: E402 (after the path set-up)
+    PriorityFeedback,
+    PrioritySampler,
+    PriorityTable,
+)
 
 RESULTS = ROOT / "benchmarks" / "results"
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)

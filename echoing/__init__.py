@@ -6,31 +6,56 @@ Example::
     import echoing
 
     ds = tf.data.Dataset.range(8).apply(echoing.echo(2, buffer_size=16, seed=0))
+
+The public surface, by family (the code lives in ``echoing/_src/<family>/``):
+
+- echo, when the input pipeline is the bottleneck: ``echo``, ``AutoEcho``, and
+  ``diagnose``/``format_diagnosis`` to tell whether it is;
+- pruning, when many steps go to examples the model already fits: ``LossTable``,
+  ``loss_prune``/``LossPruning``, ``with_ids``;
+- the Assistant, a small model that filters easy examples online: ``Assistant``,
+  ``AssistantLearner``, ``assistant_filter``/``AssistantFilter``, ``AssistantCallback``,
+  ``AssistantFeedCallback``, ``LossInbox``, ``BagOfWords``, ``BossFeatures``;
+- priority sampling (prioritized gradient descent) and in-batch selection:
+  ``PriorityTable``, ``ShardedPriorityTable``, ``priority_sample``,
+  ``distributed_priority_sample``, ``PrioritySampler``, ``PriorityFeedback``,
+  ``PrioritizedStep``, ``select_rows``, ``sample_rows``.
+
+``echoing.keras`` adapts them to ``model.fit``, ``echoing.meters`` counts what flows through a
+pipeline, and ``echoing.techniques`` is the plug-in protocol the trainers compose.
 """
 
 from echoing import keras as keras  # public modules
 from echoing import meters as meters
 from echoing import techniques as techniques
-from echoing.assistant import Assistant
-from echoing.assistant_callback import AssistantCallback, AssistantFeedCallback
-from echoing.assistant_filter import AssistantFilter, assistant_filter
-from echoing.assistant_learner import AssistantLearner
-from echoing.auto_echo import AutoEcho
-from echoing.bag_of_words import BagOfWords
-from echoing.batch_selection import sample_rows, select_rows
-from echoing.boss_features import BossFeatures
-from echoing.diagnose import diagnose, format_diagnosis
-from echoing.echo import echo
-from echoing.ids import with_ids
-from echoing.loss_pruning import LossPruning, loss_prune
-from echoing.loss_table import LossInbox, LossTable
-from echoing.priority_distributed import distributed_priority_sample
-from echoing.priority_feedback import PrioritizedStep, PriorityFeedback
-from echoing.priority_sampling import PrioritySampler, priority_sample
-from echoing.priority_shards import ShardedPriorityTable
-from echoing.priority_table import PriorityTable
+from echoing._src import deprecated
+from echoing._src.assist.assistant import Assistant
+from echoing._src.assist.bag_of_words import BagOfWords
+from echoing._src.assist.boss_features import BossFeatures
+from echoing._src.assist.callbacks import AssistantCallback, AssistantFeedCallback
+from echoing._src.assist.filter import AssistantFilter, assistant_filter
+from echoing._src.assist.learner import AssistantLearner
+from echoing._src.core.diagnose import diagnose, format_diagnosis
+from echoing._src.core.ids import with_ids
+from echoing._src.core.loss_table import LossInbox, LossTable
+from echoing._src.echo.auto_echo import AutoEcho
+from echoing._src.echo.echo import echo
+from echoing._src.priority.distributed import distributed_priority_sample
+from echoing._src.priority.feedback import PrioritizedStep, PriorityFeedback
+from echoing._src.priority.sampling import PrioritySampler, priority_sample
+from echoing._src.priority.selection import sample_rows, select_rows
+from echoing._src.priority.shards import ShardedPriorityTable
+from echoing._src.priority.table import PriorityTable
+from echoing._src.prune.loss_pruning import LossPruning, loss_prune
 
 __version__ = "0.1.0"
+
+deprecated.register()
+
+
+def __getattr__(name: str):  # old module paths read as attributes: echoing.loss_table.X
+    return deprecated.attribute(__name__, name)
+
 
 __all__ = [
     "Assistant",

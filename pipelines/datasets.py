@@ -42,8 +42,8 @@ import tensorflow as tf
 
 import echoing
 from echoing import meters as echo_meters
-from echoing.techniques.base import Insertion, check_insertions
-from echoing.types import DatasetTransformation
+from echoing._src.core.technique import Insertion, check_insertions
+from echoing._src.core.types import DatasetTransformation
 from pipelines import augment, service, sources
 from pipelines.config import resolve_data_config
 from pipelines.pipeline import Pipeline, Stage

@@ -34,7 +34,7 @@ import threading
 import tensorflow as tf
 from absl import logging
 
-from echoing.types import DatasetTransformation
+from echoing._src.core.types import DatasetTransformation
 
 PROCESSING_MODES = ("parallel_epochs", "distributed_epoch")
 # The config value that asks for an in-process service (for trying things out and for tests).

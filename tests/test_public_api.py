@@ -5,7 +5,6 @@ module path that moved keeps importing (with a DeprecationWarning) and gives the
 """
 
 import importlib
-import warnings
 
 import pytest
 
@@ -129,8 +128,22 @@ def test_the_package_has_a_version_and_its_public_modules():
 @pytest.mark.parametrize("path", sorted(OLD_PATHS))
 def test_an_old_module_path_still_gives_the_same_object(path):
     name = OLD_PATHS[path]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        module = importlib.import_module(path)
+    module = importlib.import_module(path)
+    with pytest.warns(
+        DeprecationWarning, match=rf"{path} is deprecated .*: use echoing\S*\.{name}"
+    ):
         value = getattr(module, name)
     assert value is _public_home(name)
+
+
+def test_an_old_module_path_read_as_an_attribute_still_works():
+    with pytest.warns(DeprecationWarning, match=r"echoing\.loss_table is deprecated"):
+        assert echoing.loss_table.LossTable is echoing.LossTable
+    with pytest.raises(AttributeError, match="no attribute 'no_such_module'"):
+        echoing.no_such_module  # noqa: B018
+
+
+def test_a_private_name_at_an_old_path_says_it_is_private():
+    module = importlib.import_module("echoing.grouping")
+    with pytest.warns(DeprecationWarning, match=r"private now \(echoing\._src\.core\.grouping"):
+        assert callable(module.uniform)

@@ -60,7 +60,7 @@ import tensorflow as tf
 
 from echoing import meters as echo_meters
 from echoing import techniques as technique_modules
-from echoing.types import DatasetTransformation
+from echoing._src.core.types import DatasetTransformation
 from pipelines import sources
 from trainers import build, checkpointing, controller, diagnosis, inputs, metrics_writer, strategies
 from trainers.controller import RunInterrupted

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 # The pipeline-alone timing and the factor rule are the library's (``echoing.diagnose``).
-from echoing.diagnose import (
+from echoing._src.core.diagnose import (
     MAX_RECOMMENDED_FACTOR,
     NO_ECHO_BELOW_RATIO,
     cached_batch,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from echoing.types import DatasetTransformation
+from echoing._src.core.types import DatasetTransformation
 from pipelines.augment import mnist1d
 
 __all__ = ["for_config", "mnist1d"]

@@ -19,7 +19,7 @@ import numbers
 
 import tensorflow as tf
 
-from echoing.types import DatasetTransformation
+from echoing._src.core.types import DatasetTransformation
 
 
 def augment(

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing.assistant import Assistant
+from echoing import Assistant
 
 
 def _reference_scores(features, labels, kernel, label_bias, bias, downsample):

@@ -6,11 +6,14 @@ import pytest
 import tensorflow as tf
 
 import echoing
-from echoing.assistant import Assistant
-from echoing.assistant_callback import AssistantCallback, AssistantFeedCallback
-from echoing.assistant_filter import assistant_filter
-from echoing.assistant_learner import AssistantLearner
-from echoing.loss_table import LossInbox
+from echoing import (
+    Assistant,
+    AssistantCallback,
+    AssistantFeedCallback,
+    AssistantLearner,
+    LossInbox,
+    assistant_filter,
+)
 
 
 def _source(num=256):

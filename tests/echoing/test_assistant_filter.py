@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing.assistant import Assistant
-from echoing.assistant_filter import assistant_filter
+from echoing import Assistant, assistant_filter
 
 NUM = 20_000  # inputs per statistical check; binomial std of a rate is <= 0.5/sqrt(NUM) = 0.0035
 

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing.assistant import Assistant
-from echoing.assistant_learner import AssistantLearner
+from echoing import Assistant, AssistantLearner
 
 
 def _batch(rng, size=64, width=4, num_classes=3):

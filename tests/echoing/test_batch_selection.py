@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import echoing
-from echoing.batch_selection import count_nonfinite
+from echoing._src.priority.selection import count_nonfinite
 from echoing.techniques import InBatchSelection
 
 

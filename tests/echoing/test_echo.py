@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from echoing import echo
-from echoing.echo import MAX_FACTOR
+from echoing._src.echo.echo import MAX_FACTOR
 
 IMPLEMENTATIONS = ["auto", "vectorized", "per_element"]
 

@@ -1,4 +1,4 @@
-"""Tests for echoing.fit_timing: the stamps a pipeline records and the wait of one fit call."""
+"""Tests for echoing._src.core.fit_timing: the stamps a pipeline records, one fit call's wait."""
 
 import time
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing.fit_timing import BatchStamps, execution_wait
+from echoing._src.core.fit_timing import BatchStamps, execution_wait
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing.priority_distributed import distributed_priority_sample
-from echoing.priority_sampling import priority_sample
-from echoing.priority_shards import ShardedPriorityTable
-from echoing.priority_sources import DataSourceSource
-from echoing.priority_table import PriorityTable
+from echoing import (
+    PriorityTable,
+    ShardedPriorityTable,
+    distributed_priority_sample,
+    priority_sample,
+)
+from echoing._src.core.sources import DataSourceSource
 from pipelines.sources import mnist1d
 
 NUM_TRAIN, NUM_EVAL = 60, 20

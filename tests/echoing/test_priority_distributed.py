@@ -8,9 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing.priority_distributed import distributed_priority_sample
-from echoing.priority_shards import ShardedPriorityTable
-from echoing.priority_table import PriorityTable
+from echoing import PriorityTable, ShardedPriorityTable, distributed_priority_sample
 
 NUM_EXAMPLES = 40
 SOURCE = {

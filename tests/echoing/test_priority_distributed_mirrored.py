@@ -17,9 +17,7 @@ def _check():
     import keras
     import tensorflow as tf
 
-    from echoing.priority_distributed import distributed_priority_sample
-    from echoing.priority_feedback import PriorityFeedback
-    from echoing.priority_shards import ShardedPriorityTable
+    from echoing import PriorityFeedback, ShardedPriorityTable, distributed_priority_sample
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)

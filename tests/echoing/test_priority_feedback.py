@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing.priority_feedback import PrioritizedStep, PriorityFeedback
-from echoing.priority_table import PriorityTable
+from echoing import PrioritizedStep, PriorityFeedback, PriorityTable
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 

@@ -68,8 +68,7 @@ def _run(strategy):
     import keras
     import tensorflow as tf
 
-    from echoing.priority_feedback import PriorityFeedback
-    from echoing.priority_table import PriorityTable
+    from echoing import PriorityFeedback, PriorityTable
 
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
     table = PriorityTable(40)  # host-side, outside the strategy scope

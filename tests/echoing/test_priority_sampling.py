@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing.priority_sampling import PrioritySampler, priority_sample
-from echoing.priority_table import PriorityTable
+from echoing import PrioritySampler, PriorityTable, priority_sample
 
 
 def _measured_table(priorities, step=0):

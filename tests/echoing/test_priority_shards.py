@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing.priority_shards import ShardedPriorityTable
-from echoing.priority_table import PriorityTable
+from echoing import PriorityTable, ShardedPriorityTable
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing.priority_table import PriorityTable
+from echoing import PriorityTable
 
 LN2 = math.log(2.0)
 # Slope after (p=2 @ step 0, p=1 @ step 2) with λ=0.8: 0.8 * (ln 1 - ln 2) / 2.

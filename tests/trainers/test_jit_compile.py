@@ -8,6 +8,7 @@ import tensorflow as tf
 
 import echoing
 from echoing import techniques
+from echoing._src.priority.table import NEVER_MEASURED
 from trainers import experiment, loop, models, strategies
 
 BATCH, STEPS, NUM_EXAMPLES = 16, 3, 64
@@ -127,7 +128,7 @@ def test_compiled_step_matches_the_uncompiled_step(variant, strategy_name, initi
         # priorities (ḡ = 0), the next two write 32 examples'.
         (plain_log, plain_measured), (jit_log, jit_measured) = plain_priorities, jit_priorities
         np.testing.assert_array_equal(jit_measured, plain_measured)
-        assert (jit_measured != echoing.priority_table.NEVER_MEASURED).sum() == 2 * BATCH
+        assert (jit_measured != NEVER_MEASURED).sum() == 2 * BATCH
         assert np.abs(jit_log[jit_measured == 1]).max() > 0
         np.testing.assert_allclose(jit_log, plain_log, atol=1e-4, rtol=1e-3)
 

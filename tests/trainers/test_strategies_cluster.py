@@ -10,8 +10,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-import echoing
 import pipelines
+from echoing._src.priority.table import NEVER_MEASURED
 from pipelines import sources
 from trainers import experiment, local_cluster, metrics_writer
 
@@ -164,7 +164,7 @@ def test_two_multi_worker_processes_select_priorities_each_from_its_own_shard(
         }
         # Worker i selected and measured only ids i::2 (its shard); the other shard stays
         # unmeasured in its table. Steps 1..19 measure 16 distinct ids each (step 0: ḡ = 0).
-        never = echoing.priority_table.NEVER_MEASURED
+        never = NEVER_MEASURED
         assert (measured[1 - index] == never).all()
         assert (measured[index] != never).sum() >= 16 * (STEPS - 1) * 0.5
 

@@ -1,0 +1,238 @@
+"""Per-example loss feedback from ``model.fit``'s own train step (``echoing.keras.LossFeedback``).
+
+Example::
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+    import echoing
+
+    n = 256
+    x = np.random.default_rng(0).normal(size=(n, 8)).astype("float32")
+    y = np.arange(n) % 2
+    table = echoing.LossTable(n)
+    source = echoing.with_ids(tf.data.Dataset.from_tensor_slices((x, y)))
+    pruned = source.shuffle(n).apply(echoing.loss_prune(table, num_epochs=3, seed=0))
+    net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+    model = echoing.keras.LossFeedback(
+        net,
+        per_example_loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=None),
+        observers=[table.update],
+    )
+    model.compile("sgd", metrics=["accuracy"])  # trains on per_example_loss's mean
+    model.fit(pruned.batch(32).map(echoing.keras.fit_inputs), epochs=3, verbose=0)
+    print(int(table.seen.numpy().sum()))  # 256: every example's loss, from its own train step
+    model.evaluate(x, y, verbose=0)  # plain arrays: evaluation and prediction need no ids
+    model.predict(x, verbose=0)
+
+``model.fit`` hands neither the example ids nor the per-example losses to anything a user can
+reach. ``LossFeedback`` wraps a model so that its training inputs carry the ids (``x =
+{"inputs": ..., "id": ...}``, which ``fit_inputs`` builds from a batch dict, itself made from
+``(x, y)`` elements by ``echoing.with_ids``) and its ``compute_loss`` also calls every observer
+with ``(ids, per_example_losses)`` of the training batch, inside the train step's graph: no extra
+forward pass, and under ``tf.distribute`` each replica reports its own rows. Observers must be
+graph-safe (``LossTable.update`` is); evaluation (``training=False``) does not report, and takes
+the wrapped model's plain inputs as well. The wrapped model is ``model.model``; save or export
+that one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import keras
+import tensorflow as tf
+
+# (ids [B], per-example losses [B]) -> None, run inside the train step.
+Observer = Callable[[tf.Tensor, tf.Tensor], object]
+
+
+class _PerExampleLossModel(keras.Model):
+    """A wrapper whose ``compile`` defaults the loss to its ``per_example_loss``'s mean."""
+
+    def compile(self, optimizer="rmsprop", loss=None, *args, **kwargs):
+        """``keras.Model.compile``; without a ``loss``, ``per_example_loss``'s weighted mean."""
+        if loss is None:
+            loss = _MeanLoss(self.per_example_loss, type(self).__name__)
+        super().compile(optimizer, loss, *args, **kwargs)
+
+
+class LossFeedback(_PerExampleLossModel):
+    """``model`` for ``fit``, reporting each train batch's ids and per-example losses.
+
+    Training needs ``x = {inputs_key: ..., id_key: ...}`` (``echoing.with_ids`` then
+    ``fit_inputs``) and refuses plain inputs when ``fit`` traces its step. Evaluation and
+    prediction (``training`` falsy) also take what the wrapped model takes: a dict holding
+    ``inputs_key`` gives the model ``x[inputs_key]``, anything else (an array, a tensor, a dict of
+    named inputs) is passed to it as it is.
+
+    ``compile(optimizer)`` without a ``loss`` trains on ``per_example_loss``'s mean, weighted by
+    the data's ``sample_weight`` like any compiled Keras loss (``sum(loss * w) / batch_size``,
+    the default ``"sum_over_batch_size"`` reduction), so the loss is written once; a ``loss``
+    given to ``compile`` trains instead. ``metrics`` work as for any model.
+
+    Args:
+      model: the Keras model to train; it receives ``x[inputs_key]``.
+      per_example_loss: ``(y_true, y_pred) -> [B]`` unreduced, e.g. a Keras loss built with
+        ``reduction=None``; what the observers receive, and what trains unless ``compile`` is
+        given a ``loss``.
+      observers: callables ``(ids, losses)``, e.g. ``LossTable.update``.
+      inputs_key, id_key: the keys of ``x`` holding the model's input and the example ids.
+    """
+
+    def __init__(
+        self,
+        model: keras.Model,
+        *,
+        per_example_loss: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
+        observers: Sequence[Observer],
+        inputs_key: str = "inputs",
+        id_key: str = "id",
+    ):
+        if not isinstance(model, keras.Model):
+            raise TypeError(f"LossFeedback(model={model!r}): expected a keras.Model.")
+        if not callable(per_example_loss):
+            raise TypeError(
+                f"LossFeedback(per_example_loss={per_example_loss!r}): expected a callable "
+                "(y_true, y_pred) -> [B], e.g. keras.losses.SparseCategoricalCrossentropy("
+                "from_logits=True, reduction=None)."
+            )
+        observers = _observer_list(observers)
+        for observer in observers:
+            if not callable(observer):
+                raise TypeError(
+                    f"LossFeedback observers must be callables (ids, losses), got {observer!r}; "
+                    "pass e.g. table.update for an echoing.LossTable."
+                )
+        super().__init__(name=f"{model.name}_with_loss_feedback")
+        self.model = model
+        self.per_example_loss = per_example_loss
+        self.observers = observers
+        self.inputs_key, self.id_key = inputs_key, id_key
+
+    def call(self, x, training=None):
+        return self.model(_model_inputs(self, x, training), training=training)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if training:
+            _require_ids(self, x)  # before the loss: the observers need the ids
+        loss = super().compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
+        )
+        if training:
+            losses = tf.stop_gradient(_per_example_losses(self, y, y_pred))
+            ids = x[self.id_key]
+            if not ids.dtype.is_integer:  # a cast would truncate 1.7 to 1, another example's id
+                raise TypeError(
+                    f"LossFeedback: x[{self.id_key!r}] must hold integer example ids, got dtype "
+                    f"{ids.dtype.name}; give the examples int ids (echoing.with_ids)."
+                )
+            ids = tf.cast(ids, tf.int64)
+            # Stateful ops in fit's tf.function: they run every step, no dependency needed.
+            for observe in self.observers:
+                observe(ids, losses)
+        return loss
+
+
+def _observer_list(observers) -> tuple:
+    """``LossFeedback``'s ``observers`` as a tuple; one callable alone is refused, not iterated."""
+    if callable(observers):
+        raise TypeError(
+            f"LossFeedback(observers={observers!r}): expected a list of callables (ids, losses), "
+            "got a single callable; pass a list, e.g. observers=[table.update]."
+        )
+    try:
+        return tuple(observers)
+    except TypeError:
+        raise TypeError(
+            f"LossFeedback(observers={observers!r}): expected a list of callables (ids, losses), "
+            "e.g. observers=[table.update] for an echoing.LossTable."
+        ) from None
+
+
+def _per_example_losses(owner: keras.Model, y, y_pred) -> tf.Tensor:
+    """``owner.per_example_loss(y, y_pred)``, refused (when fit traces its step) if reduced."""
+    return _checked_losses(type(owner).__name__, owner.per_example_loss(y, y_pred), y_pred)
+
+
+def _checked_losses(owner: str, losses, y_pred):
+    """``losses`` unless it is one value for the batch (a Keras loss built without
+    ``reduction=None``): the observers, the table and the weighting need one per example."""
+    shape = getattr(losses, "shape", None)
+    if shape is not None and tf.TensorShape(shape).rank == 0:
+        predictions = getattr(tf.nest.flatten(y_pred)[0], "shape", None)
+        predictions = tuple(predictions) if predictions is not None else "unknown"
+        raise ValueError(
+            f"{owner}: per_example_loss returned shape () for predictions of shape "
+            f"{predictions}; it must return one loss per example, shape [B]. A Keras loss "
+            "reduces the batch to one value unless told not to: build it with reduction=None, "
+            "e.g. keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)."
+        )
+    return losses
+
+
+def _require_ids(owner: keras.Model, x) -> None:
+    """Refuses training inputs without the example ids a wrapper reports by (at trace time)."""
+    if not isinstance(x, dict) or owner.inputs_key not in x or owner.id_key not in x:
+        raise TypeError(
+            f"{type(owner).__name__} needs x = {{{owner.inputs_key!r}: ..., {owner.id_key!r}: "
+            f"...}} to train, so that it can report by example id, got {_describe(x)}; give (x, y) "
+            "elements ids with echoing.with_ids(dataset) and map its batches with "
+            "echoing.keras.fit_inputs, e.g. echoing.with_ids(dataset).batch(32).map("
+            "echoing.keras.fit_inputs). Evaluation and prediction take plain inputs."
+        )
+
+
+def _describe(x) -> str:
+    """``x`` in a few words for an error message (not its values: they can be large)."""
+    if isinstance(x, dict):
+        return f"a dict with keys {sorted(map(str, x))}"
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        dtype = getattr(x.dtype, "name", x.dtype)
+        return f"a {type(x).__name__} of shape {tuple(x.shape)} and dtype {dtype}"
+    return f"a {type(x).__name__}"
+
+
+def _model_inputs(owner: keras.Model, x, training):
+    """What the wrapped model receives: ``x[inputs_key]`` of the id form, else ``x`` itself
+    (not in training, which needs the ids)."""
+    if training:
+        _require_ids(owner, x)
+    if isinstance(x, dict) and owner.inputs_key in x:
+        return x[owner.inputs_key]
+    return x
+
+
+class _MeanLoss(keras.losses.Loss):
+    """A per-example loss as a compiled Keras loss: Keras weights and reduces what it returns
+    (``"sum_over_batch_size"``: ``sum(loss * sample_weight) / batch_size``, masks included)."""
+
+    def __init__(self, per_example_loss: Callable[[tf.Tensor, tf.Tensor], tf.Tensor], owner: str):
+        super().__init__(name=getattr(per_example_loss, "name", "per_example_loss"))
+        self.per_example_loss = per_example_loss
+        self.owner = owner  # the wrapper's name, for errors
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        # Loss.__call__ casts y_true to a float: per_example_loss gets y as the observers do,
+        # and Loss.__call__ then reduces its values with y_pred's mask and the sample weights.
+        losses = _checked_losses(self.owner, self.per_example_loss(y_true, y_pred), y_pred)
+        return super().__call__(losses, y_pred, sample_weight)
+
+    def call(self, losses, y_pred):
+        return losses
+
+
+def fit_inputs(batch: dict) -> tuple:
+    """A batch dict ``{"inputs", "label", "id"[, "sample_weight"]}`` as ``fit``'s
+    ``(x, y[, sample_weight])`` with ``x = {"inputs", "id"}``, for ``Dataset.map``."""
+    missing = [key for key in ("inputs", "label", "id") if key not in batch]
+    if missing:
+        raise KeyError(
+            f"fit_inputs needs 'inputs', 'label' and 'id' in each batch, {missing} missing; "
+            f"got keys {sorted(batch)}."
+        )
+    x = {"inputs": batch["inputs"], "id": batch["id"]}
+    if "sample_weight" in batch:
+        return x, batch["label"], batch["sample_weight"]
+    return x, batch["label"]

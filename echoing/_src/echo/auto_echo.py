@@ -1,0 +1,146 @@
+"""An echo factor that tunes itself towards R = t_upstream / t_downstream while training runs.
+
+Example::
+
+    import tensorflow as tf
+    import echoing
+
+    auto = echoing.AutoEcho(max_factor=8)
+    ds = tf.data.Dataset.range(100).apply(auto.echo(buffer_size=64, seed=0)).batch(8)
+    for step, batch in enumerate(ds):
+        ...  # train; time each step, and the part of it spent blocked on the iterator
+        auto.observe(seconds=0.040, input_wait_seconds=0.030, steps=1)
+    print(float(auto.factor))  # moved towards 1 · 0.040 / (0.040 - 0.030) = 4
+
+The controller sees what a training loop can time: the wall time of some steps and, within it,
+the time they were blocked on the input iterator (``trainers.loop.Trainer`` measures it in the
+graph with ``tf.timestamp`` around ``next(iterator)``, which is what the TF profiler counts as
+input wait). The rest is compute *as it runs*, with the input pipeline's threads competing for
+the host, which no measurement before training gives.
+
+Short inner loops time noisily (a loop of a few steps is tens of milliseconds), and upstream can
+be bursty (a reader fetching large blocks stalls, then serves many batches from memory). So
+every observation goes into sums over a sliding window of about ``window_seconds`` of wall time
+(exponential forgetting), and the controller acts on the window: upstream delivered ``fresh``
+batches in ``time`` seconds while the steps computed for ``time - wait`` seconds, so
+
+    R ≈ (steps / fresh) · time / (time - wait)
+
+(at a constant factor e this is e / (1 - wait fraction)). If the window waited for at least twice
+``input_bound_threshold`` of its time (the TF profiler calls < 5% "not input-bound"), the factor
+moves towards that estimate (smoothed). Otherwise the pipeline keeps up and the factor decays
+towards 1 by ``decay`` per second of training, because fresh data is worth more than echoed data:
+an over-echoed pipeline shows no wait, so decaying is the only way to find out how much echo is
+enough, and where the pipeline is not input-bound the factor stays at 1 and echo costs nothing.
+In steady state the factor settles where the window waits about ``2 * input_bound_threshold``,
+just under R.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import tensorflow as tf
+
+from echoing._src.core.types import DatasetTransformation
+from echoing._src.echo.echo import MAX_FACTOR, echo
+
+
+class AutoEcho(tf.Module):
+    """Owns a live echo factor (a host ``tf.Variable``) and the rule that moves it.
+
+    Args:
+      max_factor: upper bound for the factor (the paper found echo useful up to e≈4-16), at
+        most 1000 (``MAX_FACTOR`` in ``echoing/_src/echo/echo.py``, the bound ``echo`` enforces).
+      initial_factor: where to start (1: no echo until input-boundness is measured).
+      input_bound_threshold: from twice this input-wait fraction over the window, the factor
+        moves towards R; below it, it decays towards 1.
+      window_seconds: the time constant of the window the controller judges by (0: each
+        observation alone). Longer windows average more noise but react later.
+      smoothing: weight of the old factor when moving towards a new estimate (0: jump at once).
+      decay: the factor that ``factor - 1`` is multiplied by per second while not input-bound.
+    """
+
+    def __init__(
+        self,
+        max_factor: float = 8.0,
+        *,
+        initial_factor: float = 1.0,
+        input_bound_threshold: float = 0.05,
+        window_seconds: float = 1.0,
+        smoothing: float = 0.5,
+        decay: float = 0.8,
+        name: str = "auto_echo",
+    ):
+        super().__init__(name=name)
+        # echo() refuses a live factor above MAX_FACTOR while iterating; refuse it here, at once.
+        _check_range("max_factor", max_factor, 1.0, MAX_FACTOR, "e.g. max_factor=8")
+        _check_range("initial_factor", initial_factor, 1.0, max_factor, "within [1, max_factor]")
+        _check_range("input_bound_threshold", input_bound_threshold, 0.0, 0.5, "e.g. 0.05")
+        _check_range("window_seconds", window_seconds, 0.0, float("inf"), "e.g. 1")
+        _check_range("smoothing", smoothing, 0.0, 1.0, "e.g. 0.5")
+        _check_range("decay", decay, 0.0, 1.0, "e.g. 0.8")
+        self.max_factor = float(max_factor)
+        self.input_bound_threshold = float(input_bound_threshold)
+        self.window_seconds = float(window_seconds)
+        self.smoothing = float(smoothing)
+        self.decay = float(decay)
+        with tf.device("/cpu:0"):  # read by the tf.data stage on the host
+            self.factor = tf.Variable(float(initial_factor), dtype=tf.float32, trainable=False)
+        self.last_wait_fraction = 0.0
+        # Exponentially forgotten sums over the window: seconds, seconds waited, steps run, and
+        # fresh batches those steps consumed (steps / factor).
+        self._time = self._wait = self._steps = self._fresh = 0.0
+
+    def echo(
+        self, *, buffer_size: int | None = None, seed: int | None = None
+    ) -> DatasetTransformation:
+        """The echo stage reading this controller's factor live."""
+        return echo(self.factor, buffer_size=buffer_size, seed=seed, name="auto_echo")
+
+    def observe(self, *, seconds: float, input_wait_seconds: float, steps: int) -> float:
+        """Adds one measurement to the window, updates the factor and returns it.
+
+        Args:
+          seconds: wall time of ``steps`` training steps, including any wait for input.
+          input_wait_seconds: the part of ``seconds`` spent blocked on the input iterator.
+          steps: how many steps (each at the current factor) the measurement covers.
+
+        Raises:
+          ValueError: ``seconds <= 0``, a wait that is negative or longer than ``seconds``, or
+            ``steps < 1``.
+        """
+        if not seconds > 0:
+            raise ValueError(f"seconds must be > 0, got {seconds!r}; time at least one step.")
+        if not 0 <= input_wait_seconds <= seconds * 1.001:  # clocks may round
+            raise ValueError(
+                f"input_wait_seconds must be in [0, seconds={seconds!r}], got "
+                f"{input_wait_seconds!r}; it is the part of the steps spent waiting for input."
+            )
+        if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+            raise ValueError(f"steps must be an int >= 1, got {steps!r}.")
+        factor = float(self.factor.numpy())
+        forget = math.exp(-seconds / self.window_seconds) if self.window_seconds else 0.0
+        self._time = forget * self._time + seconds
+        self._wait = forget * self._wait + min(input_wait_seconds, seconds)
+        self._steps = forget * self._steps + steps
+        self._fresh = forget * self._fresh + steps / factor
+        wait_fraction = self._wait / self._time
+        self.last_wait_fraction = wait_fraction
+        if wait_fraction >= 2 * self.input_bound_threshold:
+            compute = max(self._time - self._wait, 1e-3 * self._time)
+            estimate = self._steps / self._fresh * self._time / compute  # ≈ R
+            factor = self.smoothing * factor + (1 - self.smoothing) * estimate
+        else:
+            factor = 1.0 + (factor - 1.0) * self.decay**seconds
+        factor = min(max(factor, 1.0), self.max_factor)
+        self.factor.assign(factor)
+        return factor
+
+
+def _check_range(argument: str, value, low: float, high: float, fix: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{argument} must be a number, got {value!r}; {fix}.")
+    if not low <= value <= high:
+        raise ValueError(f"{argument} must be in [{low}, {high}], got {value!r}; {fix}.")

@@ -1,0 +1,183 @@
+"""AutoEcho driven by ``model.fit``'s own steps: ``echoing.keras.AutoEchoCallback``."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+import warnings
+
+import keras
+import tensorflow as tf
+
+from echoing._src.core import fit_timing
+from echoing._src.core.types import is_positive_int
+from echoing._src.echo.auto_echo import AutoEcho
+
+
+class AutoEchoCallback(keras.callbacks.Callback):
+    """Drives an ``echoing.AutoEcho`` factor from ``model.fit``'s own batches.
+
+    Example::
+
+        auto = echoing.AutoEcho(max_factor=8)
+        callback = echoing.keras.AutoEchoCallback(auto)
+        train = (slow_batches.apply(auto.echo())     # batch echoing, the factor read live
+                 .prefetch(2).apply(callback.stamp))  # last: stamps each batch's ready time
+        model.fit(train, steps_per_epoch=100, epochs=3, callbacks=[callback])
+        print(float(auto.factor))
+
+    ``fit`` does not say how long a step waited for its batch, so ``stamp`` (applied as the
+    pipeline's last transformation, after ``prefetch``) records in host variables when each
+    batch became ready and when the train step took it (``echoing._src.core.fit_timing``). A call of
+    ``fit``'s train function (``steps_per_execution`` steps, 1 by default) lasts from
+    ``on_train_batch_begin`` to ``on_train_batch_end``; its first step waited from the call's
+    start to its batch's ready time (0 when the batch was ready before), and the later steps'
+    waits follow from the gaps between one batch's hand-over and the next one's ready time
+    (``fit_timing.execution_wait``). The calls of every ``observe_seconds`` (and of each
+    epoch's end) are one ``AutoEcho.observe``, so that a fast step does not pay for a Python
+    update each time; the first call of a fit (tracing) is skipped. ``stamp`` turns off
+    tf.data's injected final prefetch (``inject_prefetch``), which would run the recording ahead
+    of the steps and credit each step with a later batch's time: that made every step look
+    input-bound, and the factor climbed to its bound on pipelines that kept up. The factor is
+    added to the epoch logs (``History``, TensorBoard) as ``echo_factor``. A fit whose first
+    epoch (or whole run, if shorter) ran train steps but stamped no batch warns, once per fit,
+    that ``stamp`` is missing: without it nothing is observed and the factor stays where it is.
+
+    For factors above 2 or 3, echo examples rather than batches where the pipeline allows it
+    (``unbatch()``, the echo stage, a ``shuffle`` and ``batch()`` again): copies of an example
+    then land in different batches, which loses less per echoed step than training on the
+    same batch several times in a row (``benchmarks/keras_fit.py`` measures both).
+
+    Args:
+      auto_echo: the ``echoing.AutoEcho`` whose factor the pipeline's echo stage reads.
+      max_steps_per_execution: the most steps one call may run (the stamps kept).
+      observe_seconds: how often the controller is updated (the calls of that much time are
+        one observation).
+    """
+
+    def __init__(
+        self, auto_echo, *, max_steps_per_execution: int = 4096, observe_seconds: float = 0.05
+    ):
+        _check_callback_arguments(auto_echo, max_steps_per_execution, observe_seconds)
+        super().__init__()
+        self.auto_echo = auto_echo
+        self._stamps = fit_timing.BatchStamps(capacity=max_steps_per_execution)
+        self.observe_seconds = float(observe_seconds)
+        self._begin = None
+        self._traced = False
+        self._read = 0  # batches whose stamps were read
+        self._calls = []  # (begin, end, batches taken by its end) of calls not yet observed
+        self.observations = 0  # calls timed
+        self._fit_calls = 0  # calls of fit's train function in this fit
+        self._stamped_before_fit = 0  # the stamps' count when this fit began
+        self._stamp_checked = False  # whether this fit's stamps were checked (warned once)
+
+    def stamp(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """The pipeline's last transformation: records when each batch was ready and taken."""
+        return self._stamps.stamp(dataset)
+
+    def on_train_begin(self, logs=None):
+        self._traced = False
+        self._calls.clear()
+        self._fit_calls, self._stamp_checked = 0, False
+        self._stamped_before_fit = self._stamps.count
+        steps = int(getattr(self.model, "steps_per_execution", 1) or 1)
+        if steps > self._stamps.capacity:
+            raise ValueError(
+                f"AutoEchoCallback keeps the stamps of {self._stamps.capacity} steps, but the "
+                f"model runs {steps} per execution; pass max_steps_per_execution={steps}."
+            )
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._begin = time.time()
+
+    def on_train_batch_end(self, batch, logs=None):
+        end = time.time()
+        taken = self._stamps.count
+        self._fit_calls += 1
+        if self._begin is None or not self._traced:
+            self._traced = True  # the first call of a fit traces and compiles: not timed
+            self._read = taken
+            return
+        self._calls.append((self._begin, end, taken))
+        # Timing is per call, the controller's update per ~observe_seconds: a fast step
+        # should not pay for a Python update each time (its window is ~1 s anyway).
+        pending = taken - self._read
+        if end - self._calls[0][0] >= self.observe_seconds or 2 * pending > self._stamps.capacity:
+            self._observe_calls()
+
+    def on_train_end(self, logs=None):
+        self._observe_calls()
+        self._check_stamped()
+
+    def _check_stamped(self) -> None:
+        """Warns (once per fit) when fit ran train steps but no batch passed ``stamp``."""
+        if self._stamp_checked or not self._fit_calls:
+            return
+        self._stamp_checked = True
+        if self._stamps.count == self._stamped_before_fit:
+            # A warning, not an error: the training itself is right, only without echo.
+            warnings.warn(
+                f"AutoEchoCallback: fit trained ({self._fit_calls} calls of its train function) "
+                "but no batch was stamped, so nothing was observed and the echo factor stays at "
+                f"{float(self.auto_echo.factor.numpy()):g}. Apply the callback's stamp as the "
+                "pipeline's last stage (after prefetch) and fit on that dataset: "
+                "train = train.apply(callback.stamp).",
+                UserWarning,
+                stacklevel=2,
+            )
+
+    def _observe_calls(self) -> None:
+        """One ``AutoEcho.observe`` of the calls since the last: their time, waits and steps."""
+        if not self._calls:
+            return
+        ready, handed = self._stamps.since(self._read)
+        seconds = wait = 0.0
+        steps, start = 0, self._read
+        for begin, end, taken in self._calls:
+            rows = slice(start - self._read, taken - self._read)
+            start = taken
+            call_ready, call_handed = ready[rows], handed[rows]
+            if not len(call_ready):
+                continue
+            duration = max(end - begin, 1e-6)
+            first = min(max(call_ready[0] - begin, 0.0), duration)
+            wait += fit_timing.execution_wait(first, call_ready[1:] - call_handed[:-1], duration)
+            seconds, steps = seconds + duration, steps + len(call_ready)
+            self.observations += 1
+        self._read = start
+        self._calls.clear()
+        if steps:
+            self.auto_echo.observe(seconds=seconds, input_wait_seconds=wait, steps=steps)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._observe_calls()
+        self._check_stamped()  # after the first epoch: a long run learns of it early
+        if logs is not None:
+            logs["echo_factor"] = float(self.auto_echo.factor.numpy())
+
+
+def _check_callback_arguments(auto_echo, max_steps_per_execution, observe_seconds) -> None:
+    """``AutoEchoCallback``'s argument checks: each bad value a clear error, at construction."""
+    if not isinstance(auto_echo, AutoEcho):
+        raise TypeError(
+            f"AutoEchoCallback(auto_echo={auto_echo!r}): expected an echoing.AutoEcho, the one "
+            "whose echo stage the pipeline applies, e.g. auto = echoing.AutoEcho(max_factor=8); "
+            "AutoEchoCallback(auto); dataset.apply(auto.echo())."
+        )
+    if not is_positive_int(max_steps_per_execution):
+        raise ValueError(
+            f"AutoEchoCallback(max_steps_per_execution={max_steps_per_execution!r}): expected "
+            "an int >= 1, at least the steps_per_execution given to model.compile."
+        )
+    if (
+        isinstance(observe_seconds, bool)
+        or not isinstance(observe_seconds, numbers.Real)
+        or not math.isfinite(observe_seconds)
+        or observe_seconds <= 0
+    ):
+        raise ValueError(
+            f"AutoEchoCallback(observe_seconds={observe_seconds!r}): expected a finite number "
+            "of seconds > 0, how often the echo factor is updated (default 0.05)."
+        )

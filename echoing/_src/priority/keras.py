@@ -1,0 +1,112 @@
+"""Prioritized gradient descent under ``model.fit``: ``echoing.keras.PrioritizedModel``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import keras
+import tensorflow as tf
+
+from echoing._src.core.keras_feedback import (
+    _model_inputs,
+    _per_example_losses,
+    _PerExampleLossModel,
+)
+from echoing._src.priority.feedback import PriorityFeedback
+
+
+class PrioritizedModel(_PerExampleLossModel):
+    """``model`` for ``fit``, trained by prioritized gradient descent (PGD).
+
+    Example::
+
+        import keras
+        import numpy as np
+        import echoing
+
+        n = 256
+        arrays = {"inputs": np.random.rand(n, 8).astype("float32"), "label": np.arange(n) % 2}
+        table = echoing.PriorityTable(n)
+        batches = echoing.priority_sample(table, arrays, batch_size=32, top_ratio=0.25,
+                                          renew_ratio=0.75, seed=0)
+        net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+        model = echoing.keras.PrioritizedModel(
+            net,
+            per_example_loss=keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True, reduction=None),
+            table=table,
+        )
+        model.compile(keras.optimizers.SGD(0.1), metrics=["accuracy"])
+        model.fit(batches.map(echoing.keras.fit_inputs), steps_per_epoch=8, epochs=2, verbose=0)
+
+    Each train step runs the forward pass once, applies the batch's mean gradient (weighted by
+    the importance weights ``priority_sample`` attaches, if any), and writes the priorities
+    ``p_i = ḡ·g_i`` of the batch's examples into ``table`` by id: one forward-mode JVP along the
+    aggregated gradient ḡ, no per-example gradients (see ``echoing.PriorityFeedback``). The
+    sampler reads the table to pick the next batches, so a run is
+    ``priority_sample -> fit_inputs -> fit``. Under ``tf.distribute`` build it (and compile it)
+    inside ``strategy.scope()``, where ḡ's variables are created; each replica then writes its
+    own rows and ḡ is kept in step on every replica. ``compile`` needs only the optimizer (and any
+    metrics); the step trains on ``per_example_loss``, and ``evaluate`` reports its weighted mean
+    (unless ``compile`` is given a ``loss``). Like ``LossFeedback``, it takes plain inputs in
+    ``evaluate`` and ``predict``. The wrapped model is ``model.model``.
+
+    Args:
+      model: the Keras model to train; it receives ``x[inputs_key]``.
+      per_example_loss: ``(y_true, y_pred) -> [B]`` unreduced (a Keras loss with
+        ``reduction=None``).
+      table: the ``echoing.PriorityTable`` (or ``ShardedPriorityTable``) that the sampler reads.
+      inputs_key, id_key: the keys of ``x`` holding the model's input and the example ids.
+    """
+
+    def __init__(
+        self,
+        model: keras.Model,
+        *,
+        per_example_loss: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
+        table,
+        inputs_key: str = "inputs",
+        id_key: str = "id",
+    ):
+        if not isinstance(model, keras.Model) or not model.trainable_variables:
+            raise TypeError(
+                f"PrioritizedModel(model={model!r}): expected a built keras.Model with "
+                "trainable variables (give it an Input, or call it once, first)."
+            )
+        if not callable(per_example_loss):
+            raise TypeError(
+                f"PrioritizedModel(per_example_loss={per_example_loss!r}): expected a callable "
+                "(y_true, y_pred) -> [B], e.g. keras.losses.SparseCategoricalCrossentropy("
+                "from_logits=True, reduction=None)."
+            )
+        super().__init__(name=f"{model.name}_prioritized")
+        self.model = model
+        self.per_example_loss = per_example_loss
+        self.inputs_key, self.id_key = inputs_key, id_key
+        self.feedback = PriorityFeedback(table, model.trainable_variables)
+
+    def call(self, x, training=None):
+        return self.model(_model_inputs(self, x, training), training=training)
+
+    def train_step(self, data):
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        predictions = []
+
+        def per_example_losses():
+            predictions.append(self(x, training=True))
+            return _per_example_losses(self, y, predictions[0])
+
+        step = tf.identity(self.optimizer.iterations)  # this step's number, before it counts
+        losses, gradients, priorities = self.feedback.losses_gradients_priorities(
+            per_example_losses, sample_weight
+        )
+        self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables, strict=True))
+        self.feedback.update(x[self.id_key], priorities, gradients, step)
+        weights = 1.0 if sample_weight is None else tf.cast(sample_weight, losses.dtype)
+        # Keras's pattern for a custom train_step: its "loss" tracker and the compiled metrics.
+        for metric in self.metrics:
+            if metric.name == "loss":
+                metric.update_state(tf.reduce_mean(losses * weights))
+            else:
+                metric.update_state(y, predictions[0], sample_weight=sample_weight)
+        return {metric.name: metric.result() for metric in self.metrics}

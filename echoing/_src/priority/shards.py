@@ -1,0 +1,139 @@
+"""Priority tables split over input pipelines: pipeline ``i`` owns ids ``i, i+P, i+2P, ...``.
+
+Example::
+
+    import echoing
+
+    table = echoing.ShardedPriorityTable(10, num_shards=2)  # shard 0: ids 0,2,..,8; 1: 1,3,..,9
+    table.update(ids=[3, 4], priorities=[2.0, 0.5], step=0)  # global ids, routed to their owner
+    table.shards[1].estimate(0)  # [inf, 2.0, inf, inf, inf]: local id 1 is global id 3
+    table.global_ids(1, [1])  # [3]
+
+The paper's parameter-server design has each worker select the top-k over its own examples.
+Under ``tf.distribute`` each input pipeline (``InputContext.input_pipeline_id``) is such a worker:
+it selects from ``shards[input_pipeline_id]``, a ``PriorityTable`` over its ``ceil((N - i) / P)``
+examples, and its batches carry GLOBAL ids, so the train step's feedback (``update`` with the
+batch's ids, e.g. through ``PriorityFeedback``) lands in the owning shard's table.
+
+Strided shards (``i::P``), not contiguous ranges, because that is what ``Dataset.shard(P, i)``
+does elsewhere in the input pipelines, the mapping is a division (local ``= id // P``, owner
+``= id % P``) whatever ``N``, and shard sizes differ by at most one example.
+
+In one process (``MirroredStrategy``) all shards live here and every replica's ``update`` routes
+its ids; with one process per worker each process builds the same ``ShardedPriorityTable`` and
+only its own pipeline's shard is read and written (the others stay unmeasured, 16 bytes per
+example of host memory).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import tensorflow as tf
+
+from echoing._src.priority.table import PriorityTable, check_ids, table_statistics
+
+
+class ShardedPriorityTable(tf.Module):
+    """``num_shards`` ``PriorityTable``s over the strided shards of ``num_examples`` global ids.
+
+    Attributes:
+      num_examples: ``N``, global ids are ``0 .. N-1``.
+      num_shards: ``P``, the number of input pipelines.
+      shards: ``P`` ``PriorityTable``s; ``shards[i]`` holds global ids ``i::P`` as local ids
+        ``0, 1, ...``.
+    """
+
+    def __init__(
+        self, num_examples: int, num_shards: int, *, decay: float = 0.8, name: str | None = None
+    ):
+        """Creates every shard's table with every example unmeasured.
+
+        Args:
+          num_examples: ``N``, the size of the random-access source.
+          num_shards: ``P >= 1``, the number of input pipelines
+            (``InputContext.num_input_pipelines``), at most ``N``.
+          decay: ``λ`` of every shard (see ``PriorityTable``).
+          name: optional module name.
+
+        Raises:
+          TypeError: a count is not an int (or see ``PriorityTable``).
+          ValueError: ``num_shards < 1`` or ``num_shards > num_examples`` (a shard would be
+            empty), or see ``PriorityTable``.
+        """
+        super().__init__(name=name or "sharded_priority_table")
+        for label, value in (("num_examples", num_examples), ("num_shards", num_shards)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"{label} must be an int, got {value!r} ({type(value).__name__}).")
+        if not 1 <= num_shards <= max(num_examples, 1):
+            raise ValueError(
+                f"num_shards must be in [1, num_examples={num_examples}] (one shard per input "
+                f"pipeline, none empty), got {num_shards}."
+            )
+        self.num_examples = int(num_examples)
+        self.num_shards = int(num_shards)
+        self.shards = [
+            PriorityTable(self.shard_size(index), decay=decay, name=f"shard_{index}")
+            for index in range(self.num_shards)
+        ]
+        self.decay = self.shards[0].decay
+
+    def shard_size(self, index: int) -> int:
+        """Number of ids ``index, index + P, ... < N`` that shard ``index`` owns."""
+        return -(-(self.num_examples - index) // self.num_shards)
+
+    def global_ids(self, index: int, local_ids: tf.Tensor) -> tf.Tensor:
+        """Global ids of shard ``index``'s ``local_ids``: ``local * P + index``, int64."""
+        return tf.cast(local_ids, tf.int64) * self.num_shards + index
+
+    @property
+    def num_rejected(self) -> tf.Tensor:
+        """NaN/inf priorities dropped by ``update`` so far, over all shards (int64)."""
+        return tf.add_n([shard.num_rejected.read_value() for shard in self.shards])
+
+    def update(self, ids: tf.Tensor, priorities: tf.Tensor, step: tf.Tensor | int) -> tf.Tensor:
+        """Routes measurements of GLOBAL ``ids`` to their shards; as ``PriorityTable.update``.
+
+        Returns:
+          int64 scalar: NaN/inf priorities rejected by this call (all shards).
+
+        Raises:
+          ValueError: (eager) an id outside ``[0, N)`` (named with ``N``) or a length mismatch.
+          tf.errors.InvalidArgumentError: the same checks inside a ``tf.function``.
+        """
+        ids = tf.reshape(tf.cast(ids, tf.int64), [-1])
+        priorities = tf.reshape(tf.cast(priorities, tf.float32), [-1])
+        ids = check_ids(ids, priorities, self.num_examples)
+        owner = tf.cast(ids % self.num_shards, tf.int32)
+        local_ids = tf.dynamic_partition(ids // self.num_shards, owner, self.num_shards)
+        local_priorities = tf.dynamic_partition(priorities, owner, self.num_shards)
+        rejected = [
+            shard.update(shard_ids, shard_priorities, step)
+            for shard, shard_ids, shard_priorities in zip(
+                self.shards, local_ids, local_priorities, strict=True
+            )
+        ]
+        return tf.add_n(rejected)
+
+    def log_estimate(self, step: tf.Tensor | int) -> tf.Tensor:
+        """``ln p̂`` of every example in GLOBAL id order, float32 ``[N]``."""
+        return tf.dynamic_stitch(
+            [
+                tf.range(index, self.num_examples, self.num_shards, dtype=tf.int32)
+                for index in range(self.num_shards)
+            ],
+            [shard.log_estimate(step) for shard in self.shards],
+        )
+
+    def estimate(self, step: tf.Tensor | int) -> tf.Tensor:
+        """Estimated priorities in GLOBAL id order, float32 ``[N]``."""
+        return tf.exp(self.log_estimate(step))
+
+    def statistics(self, step: tf.Tensor | int) -> dict[str, tf.Tensor]:
+        """``PriorityTable.statistics`` over all shards together."""
+        return table_statistics(
+            step,
+            tf.concat([shard.measured_step.read_value() for shard in self.shards], axis=0),
+            tf.concat([shard.log_priority.read_value() for shard in self.shards], axis=0),
+            tf.concat([shard.log_estimate(step) for shard in self.shards], axis=0),
+        )

@@ -1,0 +1,429 @@
+"""Loss-based pruning with rescaling (InfoBatch): skip examples the model already fits well.
+
+Example::
+
+    import numpy as np
+    import tensorflow as tf
+    import echoing
+
+    table = echoing.LossTable(num_examples=8)
+    table.update(tf.range(8), [0.1, 0.2, 0.3, 0.4, 2.0, 2.0, 2.0, 2.0])  # mean 1.125
+    prune = echoing.loss_prune(table, prune_ratio=0.5, num_epochs=4, seed=0)
+
+    # By id (in-memory arrays, a TFDS data source): pruned examples are never read.
+    arrays = {"inputs": np.zeros([8, 3], "float32"), "label": np.arange(8) % 2}
+    for batch in prune.read(arrays, batch_size=4):  # one epoch; iterate again for the next
+        print(batch["id"].numpy(), batch["sample_weight"].numpy())
+    # ids 4-7 (at or above the mean) always, weight 1; each of 0-3 with probability 0.5, weight 2
+
+    # On a stream of examples that carry an "id" (TFRecords): before batch(), before decoding.
+    stream = tf.data.Dataset.from_tensor_slices({"id": tf.range(8, dtype=tf.int64)})
+    kept = stream.apply(prune)
+
+Each epoch the stage takes the mean of the table's last-seen losses; then an example whose loss
+is at or above that mean is kept, and one below it is kept with probability ``1 - prune_ratio``
+and weighted by ``1 / (1 - prune_ratio)``, so the expected weighted gradient equals the full data
+set's. Examples with no recorded loss are always kept, and the last ``anneal_fraction`` of
+``num_epochs`` train on every example, as InfoBatch does to remove the remaining bias. With a
+learning-rate schedule indexed by epoch (``epochs_read()``), the saving is the steps the pruned
+examples would have taken.
+
+Two ways to apply it, with the same decisions for the same seed and table:
+
+- **By id** (``epoch_ids``, ``read``), as InfoBatch's sampler does: at an epoch's start one
+  vectorised op decides every id, and the kept ids come out in a fresh random order. Only they
+  are then read, decoded and augmented: a pruned example costs no pipeline work. Each iteration
+  of the dataset is the next epoch (``model.fit`` iterates once per epoch; ``.repeat()`` runs
+  them all). The table is read when the epoch starts: with read-ahead, the last few batches of
+  the previous epoch may not have reported yet and keep their older loss.
+- **On a stream** (``dataset.apply(stage)``), for sources read in order (TFRecord shards): insert
+  it as early as the elements carry their ``"id"``, before decoding. Elements are grouped
+  ``group_size`` at a time and one sequential map decides a group from the table's live losses
+  (every ``examples_per_epoch`` inputs is an epoch). Batch with ``drop_remainder=True`` after it
+  for fixed shapes.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import random
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+from echoing._src.core import grouping, meters
+from echoing._src.core.loss_table import LossTable, _host_variable
+from echoing._src.core.sources import random_access_source
+
+# Ids decided per counting map on the by-id path: the count costs one small op per chunk.
+_CHUNK = 256
+
+
+class LossPruning(tf.Module):
+    """The transformation :func:`loss_prune` returns; a ``tf.Module`` (checkpoint it with the run).
+
+    ``stage.stats()`` reports inputs decided and kept, the epoch and its threshold so far;
+    ``stage.epochs_read()`` the epochs handed downstream (a fraction), for schedules.
+    """
+
+    def __init__(
+        self,
+        table,
+        *,
+        prune_ratio,
+        num_epochs,
+        anneal_fraction,
+        examples_per_epoch,
+        seed,
+        id_key,
+        group_size,
+        name,
+        epoch_size_given=True,
+    ):
+        super().__init__(name=name)
+        self.epoch_size_given = epoch_size_given
+        self.table = table
+        self.prune_ratio = prune_ratio
+        self.num_epochs = num_epochs
+        self.anneal_fraction = anneal_fraction
+        self.examples_per_epoch = examples_per_epoch
+        # Epochs from this one on train on every example: InfoBatch prunes epoch e while
+        # e < (1 - δ)·E; the 1e-9 keeps e.g. (1 - 0.125)·8 = 7 from rounding up to 8.
+        self.full_data_epoch = math.ceil((1.0 - anneal_fraction) * num_epochs - 1e-9)
+        # Without a seed each run draws its own, and every epoch still draws anew.
+        self.seed = random.SystemRandom().randrange(1 << 31) if seed is None else seed
+        self.id_key = id_key
+        self.group_size = group_size
+        self.seen_inputs = meters.ElementCounter(f"{name}_seen")
+        self.kept_inputs = meters.ElementCounter(f"{name}_kept")
+        self.threshold = _host_variable(tf.constant(0.0), "threshold")
+        self.threshold_epoch = _host_variable(tf.constant(-1, tf.int64), "threshold_epoch")
+        # The epoch's keep draws, one per id: by id and on a stream decide alike.
+        self.draws = _host_variable(tf.zeros([table.num_examples], tf.float32), "draws")
+        # By id: the epochs started, and how many of the current epoch's kept ids went out.
+        self.epochs_started = _host_variable(tf.constant(0, tf.int64), "epochs_started")
+        self.epoch_kept = _host_variable(tf.constant(0, tf.int64), "epoch_kept")
+        self.epoch_emitted = _host_variable(tf.constant(0, tf.int64), "epoch_emitted")
+        self._epochs_read = _host_variable(tf.constant(0.0, tf.float64), "epochs_read")
+
+    def epochs_read(self) -> tf.Tensor:
+        """Epochs handed downstream so far, a float64 (2.5: half-way through the third)."""
+        return self._epochs_read.read_value()
+
+    def epoch(self) -> int:
+        """The epoch the next input belongs to."""
+        return math.floor(float(self._epochs_read.numpy()))
+
+    def keep_rate(self) -> float:
+        """Kept / decided so far (0 before any input)."""
+        seen = self.seen_inputs.value()
+        return self.kept_inputs.value() / seen if seen else 0.0
+
+    def stats(self) -> dict[str, float]:
+        """``{"prune_seen", "prune_kept", "prune_keep_rate", "prune_epoch", "prune_threshold",
+        "prune_nonfinite_losses"}`` so far."""
+        return {
+            "prune_seen": float(self.seen_inputs.value()),
+            "prune_kept": float(self.kept_inputs.value()),
+            "prune_keep_rate": self.keep_rate(),
+            "prune_epoch": float(self.epoch()),
+            "prune_threshold": float(self.threshold.numpy()),
+            "prune_nonfinite_losses": float(self.table.nonfinite_skipped.numpy()),
+        }
+
+    # ------------------------------------------------------------------------------ by id
+
+    def epoch_ids(
+        self, ids=None, *, batch_size: int | None = None, drop_remainder: bool = False
+    ) -> tf.data.Dataset:
+        """One epoch of the kept ids, ``{"id": int64, "sample_weight": float32}`` elements.
+
+        Every iteration of the returned dataset is the next epoch: its ids decided afresh from
+        the table at its start and put in a new random order. ``.repeat()`` gives the whole run.
+
+        Args:
+          ids: the ids this input pipeline reads (default: every id of the table), e.g. a
+            shard's; int, 1-D, in ``[0, table.num_examples)``.
+          batch_size: if given, batches of that many ids, cut from the epoch's order in one op
+            each (no per-id work in tf.data: what ``read`` uses).
+          drop_remainder: with ``batch_size``, drop the epoch's last, smaller batch.
+        """
+        universe = self._universe(ids)
+        if batch_size is not None:
+            _check_batch_size("epoch_ids", batch_size)
+
+        def one_epoch(_):
+            epoch = self.epochs_started.assign_add(1) - 1
+            threshold = self._start_epoch(epoch)
+            with tf.control_dependencies([threshold]):
+                kept, weights = self._decide(epoch, universe, threshold)
+            order = tf.random.experimental.stateless_shuffle(
+                tf.range(tf.size(kept)), seed=self._seed(epoch, stream=1)
+            )
+            count = tf.size(kept, out_type=tf.int64)
+            emitted = count  # the ids that will go out: a dropped remainder does not
+            if batch_size is not None and drop_remainder:
+                emitted = count // batch_size * batch_size
+            started = [
+                self.epoch_kept.assign(tf.maximum(emitted, 1)),
+                self.epoch_emitted.assign(0),
+                self._epochs_read.assign(tf.cast(epoch, tf.float64)),
+                self.seen_inputs.variable.assign_add(tf.size(universe, out_type=tf.int64)),
+                self.kept_inputs.variable.assign_add(count),
+            ]
+            with tf.control_dependencies(started):
+                elements = {
+                    "id": tf.gather(kept, order),
+                    "sample_weight": tf.gather(weights, order),
+                }
+            chunks = tf.data.Dataset.from_tensor_slices(elements)
+            if batch_size is not None:
+                chunks = chunks.batch(batch_size, drop_remainder=drop_remainder)
+            else:
+                chunks = chunks.batch(_CHUNK)
+            # Counted a chunk at a time: the epochs handed on, for epoch-indexed schedules.
+            chunks = chunks.map(
+                lambda chunk: self._emitted(chunk, epoch), name=f"{self.name}_emitted"
+            )
+            return chunks if batch_size is not None else chunks.unbatch()
+
+        return tf.data.Dataset.range(1).flat_map(one_epoch, name=f"{self.name}_epoch")
+
+    def read(
+        self, source, *, batch_size: int, drop_remainder: bool = False, ids=None
+    ) -> tf.data.Dataset:
+        """One epoch of batches of the kept examples, read by id from ``source``.
+
+        Args:
+          source: ``{"name": array with N rows}`` (row ``i`` is example ``i``), a TFDS data
+            source (record ``i``), or an ``random_access_source`` (``echoing._src.core.sources``).
+          batch_size: examples per batch.
+          drop_remainder: drop the epoch's last, smaller batch (static shapes).
+          ids: as in ``epoch_ids``.
+
+        Returns:
+          Batches of the source's entries plus ``"id"`` and ``"sample_weight"``; iterate again
+          for the next epoch. ``model.fit`` warns once that the input "ran out of data": a
+          pruned epoch is shorter than the first (whole) one, and fit goes on to the next.
+        """
+        if not hasattr(source, "gather"):
+            source = random_access_source(source)
+        if source.num_examples != self.table.num_examples:
+            raise ValueError(
+                f"LossPruning.read: the source holds {source.num_examples} examples and the "
+                f"loss table {self.table.num_examples}; build the table with "
+                f"LossTable({source.num_examples}) so that id i is example i."
+            )
+        _check_batch_size("read", batch_size)
+        # Whole batches of ids from the epoch's order, then one gather per batch and key.
+        return self.epoch_ids(ids, batch_size=batch_size, drop_remainder=drop_remainder).map(
+            lambda batch: {**source.gather(batch["id"]), **batch}, name=f"{self.name}_read"
+        )
+
+    def _universe(self, ids) -> tf.Tensor:
+        if ids is None:
+            return tf.range(self.table.num_examples, dtype=tf.int64)
+        values = np.asarray(ids)
+        if values.ndim != 1 or not values.size or not np.issubdtype(values.dtype, np.integer):
+            raise ValueError(
+                f"LossPruning.epoch_ids(ids=...): expected a non-empty 1-D array of int ids, got "
+                f"dtype {values.dtype} shape {values.shape}."
+            )
+        if values.min() < 0 or values.max() >= self.table.num_examples:
+            raise ValueError(
+                f"LossPruning.epoch_ids(ids=...): ids must be in [0, {self.table.num_examples}) "
+                f"(the loss table's size), got ids in [{values.min()}, {values.max()}]."
+            )
+        return tf.constant(values, tf.int64)
+
+    def _decide(self, epoch, ids, threshold) -> tuple[tf.Tensor, tf.Tensor]:
+        """The kept ``ids`` of ``epoch`` and their weights."""
+        losses, seen = self.table.lookup(ids)
+        keep, easy = self._keep_rule(epoch, losses, seen, threshold, tf.gather(self.draws, ids))
+        weights = self._weights(tf.boolean_mask(easy, keep))
+        return tf.boolean_mask(ids, keep), weights
+
+    def _emitted(self, chunk, epoch):
+        emitted = self.epoch_emitted.assign_add(tf.size(chunk["id"], out_type=tf.int64))
+        fraction = tf.cast(emitted, tf.float64) / tf.cast(self.epoch_kept, tf.float64)
+        with tf.control_dependencies(
+            [self._epochs_read.assign(tf.cast(epoch, tf.float64) + fraction)]
+        ):
+            return tf.nest.map_structure(tf.identity, chunk)
+
+    # ------------------------------------------------------------------------- on a stream
+
+    def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        spec = dataset.element_spec
+        grouping.require_key(spec, self.id_key, "loss_prune", "id_key")
+        if not spec[self.id_key].dtype.is_integer or spec[self.id_key].shape.rank != 0:
+            raise TypeError(
+                f"loss_prune: element[{self.id_key!r}] must be a scalar integer id, got "
+                f"{spec[self.id_key]}; insert the stage before batch()."
+            )
+        self._check_epoch_size(int(dataset.cardinality()))
+        return (
+            dataset.batch(grouping.group_size(spec, self.group_size))
+            # Sequential: each group's epoch and threshold follow from the groups before it.
+            .map(self._keep_group, name=f"{self.name}_keep")
+            .unbatch(name=f"{self.name}_unbatch")
+        )
+
+    def _check_epoch_size(self, size: int) -> None:
+        """An epoch longer than the input stretches pruning's epochs (threshold, anneal)."""
+        fix = (
+            "build the table with LossTable(number of examples), or pass examples_per_epoch ="
+            " the inputs per epoch"
+        )
+        if 0 <= size < self.examples_per_epoch:
+            raise ValueError(
+                f"loss_prune: the input holds {size} examples, but an epoch counts "
+                f"examples_per_epoch={self.examples_per_epoch} inputs (the loss table's size by "
+                f"default), so thresholds would refresh late and the anneal start late; {fix}."
+            )
+        if size < 0 and not self.epoch_size_given:  # unknown, or repeated: cannot tell
+            warnings.warn(
+                f"loss_prune counts an epoch as the loss table's {self.examples_per_epoch} "
+                f"inputs and cannot check it against this input (its size is unknown); if an "
+                f"epoch holds fewer, {fix}.",
+                stacklevel=3,
+            )
+
+    def _keep_group(self, batch):
+        ids = tf.cast(batch[self.id_key], tf.int64)
+        size = tf.size(ids, out_type=tf.int64)
+        epoch = self.seen_inputs.variable.read_value() // self.examples_per_epoch
+        # A new epoch takes the table's mean (and its draws) once, at its first group.
+        new_epoch = tf.not_equal(epoch, self.threshold_epoch.read_value())
+        threshold = tf.cond(new_epoch, lambda: self._start_epoch(epoch), self.threshold.read_value)
+        with tf.control_dependencies([threshold]):
+            losses, seen = self.table.lookup(ids)  # checks the ids' range first
+        with tf.control_dependencies([losses]):
+            draws = tf.gather(self.draws, ids)
+        keep, easy = self._keep_rule(epoch, losses, seen, threshold, draws)
+        seen_after = self.seen_inputs.variable.assign_add(size)
+        updates = [
+            self.kept_inputs.variable.assign_add(tf.reduce_sum(tf.cast(keep, tf.int64))),
+            self._epochs_read.assign(
+                tf.cast(seen_after, tf.float64) / float(self.examples_per_epoch)
+            ),
+        ]
+        with tf.control_dependencies(updates):
+            kept = {key: tf.boolean_mask(value, keep) for key, value in batch.items()}
+        weight = self._weights(tf.boolean_mask(easy, keep))
+        if "sample_weight" in kept:  # an upstream weight (e.g. another filter's) multiplies
+            weight *= tf.cast(kept["sample_weight"], tf.float32)
+        kept["sample_weight"] = weight
+        return kept
+
+    # ------------------------------------------------------------------------------ shared
+
+    def _start_epoch(self, epoch: tf.Tensor) -> tf.Tensor:
+        """Takes the epoch's threshold (the table's mean) and draws; returns the threshold."""
+        draws = tf.random.stateless_uniform(
+            [self.table.num_examples], seed=self._seed(epoch, stream=0)
+        )
+        with tf.control_dependencies(
+            [self.threshold_epoch.assign(epoch), self.draws.assign(draws)]
+        ):
+            return tf.identity(self.threshold.assign(self.table.mean()))
+
+    def _seed(self, epoch: tf.Tensor, *, stream: int) -> tf.Tensor:
+        # Two independent streams per epoch: the keep draws (0) and the order of the kept (1).
+        return tf.stack([tf.constant(self.seed, tf.int64), 2 * tf.cast(epoch, tf.int64) + stream])
+
+    def _keep_rule(self, epoch, losses, seen, threshold, draws):
+        """(keep, easy): below-mean ids are easy, kept with probability 1 - prune_ratio."""
+        easy = seen & (losses < threshold) & (epoch < self.full_data_epoch)
+        return tf.logical_not(easy) | (draws >= self.prune_ratio), easy
+
+    def _weights(self, kept_easy: tf.Tensor) -> tf.Tensor:
+        # The weights as constants: a float reciprocal of 1.0 can come out as 0.99999994.
+        return tf.where(kept_easy, 1.0 / (1.0 - self.prune_ratio), 1.0)
+
+
+def loss_prune(
+    table: LossTable,
+    *,
+    num_epochs: int,
+    prune_ratio: float = 0.5,
+    anneal_fraction: float = 0.125,
+    examples_per_epoch: int | None = None,
+    seed: int | None = None,
+    id_key: str = "id",
+    group_size: int = 128,
+    name: str = "loss_prune",
+) -> LossPruning:
+    """Returns a stage that prunes examples whose last-seen loss is below the epoch's mean.
+
+    Args:
+      table: the :class:`echoing.LossTable` the trainer updates with per-example losses.
+      num_epochs: the run's length in epochs (the annealing epochs are its last ones).
+      prune_ratio: r in [0, 1): the probability of dropping a below-mean example (InfoBatch: 0.5).
+      anneal_fraction: δ in [0, 1]: the fraction of ``num_epochs``, at the end, trained on
+        every example (InfoBatch trains the last 12.5% on the full data).
+      examples_per_epoch: inputs per epoch reaching this stage (default: all the table's).
+      seed: seeds the keep draws; same seed and inputs, same kept examples.
+      id_key: the element key holding the example id.
+      group_size: elements decided per table read (static shapes only).
+      name: prefix for the tf.data op names and the counters.
+
+    Returns:
+      A :class:`LossPruning`, a ``Dataset -> Dataset`` function for ``Dataset.apply``.
+
+    Raises:
+      ValueError/TypeError: at once, for a bad argument.
+    """
+    if not isinstance(table, LossTable):
+        raise TypeError(f"loss_prune(table={table!r}): expected an echoing.LossTable.")
+    _check_number("prune_ratio", prune_ratio, 0.0, 1.0, "[0, 1)", upper_open=True)
+    _check_number("anneal_fraction", anneal_fraction, 0.0, 1.0, "[0, 1]", upper_open=False)
+    epoch_size_given = examples_per_epoch is not None
+    if not epoch_size_given:
+        examples_per_epoch = table.num_examples
+    for arg, value in (
+        ("num_epochs", num_epochs),
+        ("examples_per_epoch", examples_per_epoch),
+        ("group_size", group_size),
+    ):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"loss_prune({arg}={value!r}): expected an int >= 1.")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"loss_prune(seed={seed!r}): expected an int or None.")
+    if not isinstance(id_key, str):
+        raise TypeError(f"loss_prune(id_key={id_key!r}): expected a string key.")
+    return LossPruning(
+        table,
+        prune_ratio=float(prune_ratio),
+        num_epochs=int(num_epochs),
+        anneal_fraction=float(anneal_fraction),
+        examples_per_epoch=int(examples_per_epoch),
+        seed=seed,
+        id_key=id_key,
+        group_size=int(group_size),
+        name=name,
+        epoch_size_given=epoch_size_given,
+    )
+
+
+def _check_batch_size(method: str, batch_size) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"LossPruning.{method}(batch_size={batch_size!r}): expected an int >= 1.")
+
+
+def _check_number(arg, value, low, high, interval, *, upper_open) -> None:
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, numbers.Real)
+        and math.isfinite(value)
+        and low <= value <= high
+        and not (upper_open and value == high)
+    )
+    if not ok:
+        raise ValueError(
+            f"loss_prune({arg}={value!r}): expected a number in {interval}. prune_ratio is the "
+            "probability of dropping a below-mean example (1 would drop them all); "
+            "anneal_fraction the share of epochs, at the end, on the full data."
+        )

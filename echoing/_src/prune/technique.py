@@ -1,0 +1,145 @@
+"""Loss-table pruning as a technique: ``echoing.loss_prune`` on ids before reading, fed by the loop.
+
+Example::
+
+    from echoing.techniques import PruningTechnique
+
+    technique = PruningTechnique(num_examples=1_000, num_epochs=10, prune_ratio=0.5, seed=0)
+    (insertion,) = technique.stages()  # ("before_read", "prune", the pruning stage)
+    print(float(technique.progress()))  # 0.0: the fraction of the 10 epochs read so far
+
+After every inner loop the per-example losses of the rows trained on (``Feedback``) go into the
+``LossTable``; the stage keeps every example at or above the epoch's mean loss and the rest with
+probability ``1 - prune_ratio`` (weighted ``1 / (1 - prune_ratio)``), and the last
+``prune_anneal`` of the epochs train on everything. Pruning saves steps per epoch, so the run is
+measured in epochs: ``progress()`` (epochs read / ``num_epochs``) indexes the learning-rate
+schedule and ends the run at 1 (``trainers.controller``), while ``num_steps`` stays the upper
+bound. Config fields: ``prune``, ``prune_ratio``, ``prune_anneal``, ``prune_epochs`` (0: the
+whole epochs ``num_steps`` full batches cover: pruning does the full run's epochs in fewer steps).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from echoing._src.core import config_checks
+from echoing._src.core.loss_table import LossTable
+from echoing._src.core.technique import Context, Feedback, Insertion, Technique
+from echoing._src.prune.loss_pruning import loss_prune
+
+
+class PruningTechnique(Technique):
+    """An ``echoing.loss_prune`` stage at ``before_read`` and the ``LossTable`` it reads.
+
+    Where the source reads by id (arrays, MNIST-1D, image folders) the stage chooses the ids and
+    only the kept examples are read, decoded and augmented; where it streams (TFRecords, TFDS
+    datasets, text) it prunes the raw records before decoding.
+    """
+
+    name = "prune"
+    wants_losses = True
+
+    def __init__(
+        self,
+        num_examples: int,
+        *,
+        num_epochs: int,
+        prune_ratio: float = 0.5,
+        anneal_fraction: float = 0.125,
+        num_input_pipelines: int = 1,
+        seed: int | None = None,
+    ):
+        self.table = LossTable(num_examples)
+        # Each input pipeline reads its shard: its epoch is its share of the examples.
+        self.stage = loss_prune(
+            self.table,
+            num_epochs=num_epochs,
+            prune_ratio=prune_ratio,
+            anneal_fraction=anneal_fraction,
+            examples_per_epoch=max(1, num_examples // num_input_pipelines),
+            seed=seed,
+        )
+
+    def stages(self) -> list[Insertion]:
+        # The earliest point: on ids before reading where the source reads by id, else on the
+        # raw records before decoding (``pipelines.datasets``).
+        return [Insertion("before_read", self.name, self.stage)]
+
+    def observe(self, feedback: Feedback) -> None:
+        self.table.update(feedback.ids, feedback.losses)
+
+    def progress(self) -> tf.Tensor:
+        # Epochs the stage has handed on (it runs ahead of training by the pipeline's buffers).
+        read = tf.cast(self.stage.epochs_read(), tf.float32)
+        return tf.minimum(read / self.stage.num_epochs, 1.0)
+
+    def checkpointed(self) -> dict[str, object]:
+        return {"prune": self.stage}
+
+    def scalars(self) -> dict[str, float]:
+        return self.stage.stats()
+
+
+def default_config(config) -> None:
+    # Loss-table pruning (InfoBatch): keep examples at or above the epoch's mean last-seen loss,
+    # the rest with probability 1 - prune_ratio (weighted up); the last prune_anneal of the
+    # epochs on all data. prune_epochs = 0: the epochs num_steps full batches cover.
+    config.prune = False
+    config.prune_ratio = 0.5
+    config.prune_anneal = 0.125
+    config.prune_epochs = 0
+
+
+def check_config(config) -> None:
+    config_checks.fraction("prune_anneal", config.prune_anneal)
+    if not 0 <= config.prune_ratio < 1:
+        raise ValueError(
+            f"config prune_ratio must be in [0, 1), got {config.prune_ratio!r}: the probability "
+            "of dropping a below-mean example (1 would drop them all; InfoBatch uses 0.5)."
+        )
+    if config.prune_epochs < 0:
+        raise ValueError(
+            f"config prune_epochs must be >= 0 (0: the epochs num_steps covers), got "
+            f"{config.prune_epochs!r}."
+        )
+    if not config.prune:
+        # An option of a technique that is off would silently train the baseline.
+        changed = [
+            f"{key}={config[key]!r}"
+            for key, default in (("prune_ratio", 0.5), ("prune_anneal", 0.125), ("prune_epochs", 0))
+            if config[key] != default
+        ]
+        if changed:
+            raise ValueError(
+                f"config {', '.join(changed)} with prune=False: pruning is off, so the run would "
+                "train on all the data. Set prune=True (e.g. --config=configs/mnist1d.py:"
+                "prune=1,prune_ratio=0.3) or leave the pruning options at their defaults."
+            )
+        return
+    if config.strategy == "tpu":
+        raise ValueError(
+            "config prune=True with strategy='tpu': the learning rate follows the epochs the "
+            "pruning stage has read, a host variable a TPU step cannot read. Use "
+            "strategy='default', 'mirrored' or 'multi_worker'."
+        )
+    config_checks.refuse_fresh_evaluation(config, "pruning drops examples")
+    if config.pgd:
+        raise ValueError("config prune=True and pgd=True: PGD does not read the input pipeline.")
+
+
+def from_config(context: Context) -> PruningTechnique | None:
+    config = context.config
+    if not config.prune:
+        return None
+    num_examples = context.num_examples()
+    # The whole epochs num_steps full batches cover: what pruning then does in fewer steps.
+    covered = config.num_steps * config.data.batch_size // num_examples
+    epochs = config.prune_epochs or max(1, covered)
+    return PruningTechnique(
+        num_examples,
+        num_epochs=epochs,
+        prune_ratio=config.prune_ratio,
+        anneal_fraction=config.prune_anneal,
+        num_input_pipelines=context.num_input_pipelines,
+        seed=config.seed,
+    )
