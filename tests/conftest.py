@@ -8,6 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from absl import flags
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +21,18 @@ def _load_script(path: Path, name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(autouse=True)
+def _absl_flags_back_to_defaults():
+    """Tests parse the binary's flags into the process-wide ``flags.FLAGS``; without this a
+    ``--strategy=parameter_server`` parsed by one test is still set in the next test that runs
+    in the same worker. (``config.*`` flags are redefined by each test that parses a config.)"""
+    yield
+    for name in list(flags.FLAGS):
+        flag = flags.FLAGS[name]
+        if not name.startswith("config") and (flag.present or flag.value != flag.default):
+            flag.unparse()
 
 
 @pytest.fixture(scope="session")
