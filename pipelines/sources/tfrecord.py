@@ -212,9 +212,15 @@ def load(
     decode_inputs, input_shape = _decoder(first, image_size, train_files)
     crop_decode = _crop_decoder(input_shape) if first["encoding"].decode() != "tensor" else None
 
-    def decode(example: dict) -> dict:
-        return {"inputs": decode_inputs(example), "label": example["label"], "id": example["id"]}
+    check_label = _label_checker(int(num_classes), train_files, eval_files)
+    check_label(first)  # labels all off (the usual mistake) fail here, before any training
 
+    def decode(example: dict) -> dict:
+        label = check_label(example)
+        return {"inputs": decode_inputs(example), "label": label, "id": example["id"]}
+
+    if crop_decode is not None:
+        crop_decode = _with_checked_label(crop_decode, check_label)
     split = functools.partial(
         _split, parse=parse, decode=decode, crop_decode=crop_decode, options=options
     )
@@ -224,6 +230,36 @@ def load(
         num_classes=int(num_classes),
         input_shape=input_shape,
     )
+
+
+def _label_checker(num_classes: int, train_files: str, eval_files: str):
+    """``example -> label`` that stops with a message naming the record's id and label when the
+    label is outside ``[0, num_classes)``: a loss would otherwise fail deep in the train step
+    (on a CPU) or turn NaN without a word (on a GPU)."""
+    message = (
+        f"TFRecord files {train_files!r} / {eval_files!r} hold a label outside [0, num_classes="
+        f"{num_classes}) (the record's id and label follow); pass num_classes = the largest "
+        "label + 1 (data.num_classes in a run config), or fix the records."
+    )
+
+    def check_label(example: dict) -> tf.Tensor:
+        label, record_id = example["label"], example["id"]
+        in_range = tf.logical_and(label >= 0, label < num_classes)
+        if tf.executing_eagerly():  # e.g. the first record, checked while loading
+            if not in_range:
+                raise ValueError(f"{message} id={int(record_id)}, label={int(label)}.")
+            return tf.convert_to_tensor(label)
+        with tf.control_dependencies([tf.debugging.Assert(in_range, [message, record_id, label])]):
+            return tf.identity(label)
+
+    return check_label
+
+
+def _with_checked_label(crop_decode, check_label):
+    def checked(example: dict, seed: tf.Tensor) -> dict:
+        return {**crop_decode(example, seed), "label": check_label(example)}
+
+    return checked
 
 
 def _split(paths, counts, first_ids, *, parse, decode, crop_decode, options) -> SourceSplit:

@@ -211,6 +211,34 @@ def test_tfrecord_errors(tmp_path, case, message):
 
 
 @pytest.mark.parametrize(
+    ("labels", "error", "op"),
+    [
+        ([0, 1, 7, 1], tf.errors.InvalidArgumentError, "iterate"),  # one record: found in the graph
+        ([5, 5, 5, 5], ValueError, "load"),  # the first record already: found while loading
+        ([0, 1, 1, 0], None, "iterate"),
+    ],
+)
+def test_tfrecord_labels_outside_num_classes_are_named(tmp_path, labels, error, op):
+    """num_classes=2 and a label of 7 or 5 stops with the id and label, never a NaN loss."""
+    tfrecord.write(str(tmp_path / "train.tfrecord"), np.zeros([4, 3]), np.array(labels))
+    glob = str(tmp_path / "train*.tfrecord")
+
+    def run():
+        source = tfrecord.load(glob, glob, num_classes=2)
+        dataset = source.train.dataset.map(source.train.decode)
+        return [int(row["label"]) for row in dataset.as_numpy_iterator()]
+
+    if error is None:
+        assert run() == labels
+        return
+    with pytest.raises(error) as raised:
+        run()
+    text = str(raised.value)
+    assert "label outside [0, num_classes=2)" in text and "pass num_classes" in text
+    assert ("id=0, label=5" in text) if op == "load" else ("] [2] [7]" in text)  # id, label
+
+
+@pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"encoding": "webp"}, "encoding must be one of"),
