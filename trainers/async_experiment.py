@@ -33,7 +33,15 @@ from absl import logging
 
 import pipelines
 from pipelines.sources import generated
-from trainers import async_partitioned, checkpointing, models, passm, passm_schedule, strategies
+from trainers import (
+    async_partitioned,
+    checkpointing,
+    experiment,
+    models,
+    passm,
+    passm_schedule,
+    strategies,
+)
 
 # Strategies the asynchronous trainer runs under (the synchronous ones as a fallback).
 STRATEGIES = ("parameter_server", "default", "mirrored")
@@ -48,7 +56,8 @@ def train_and_evaluate(
     the model-wide ``staleness_mean`` / ``staleness_max`` of `trainers.passm.UpdateMeter`) plus
     ``mode`` (the mode actually run), ``requested_mode``, ``backend`` (``shared_memory``,
     ``parameter_server`` or ``synchronous``), ``strategy``, ``num_workers`` and ``phases``;
-    writes it to ``workdir/result.json`` when ``workdir`` is set.
+    writes it to ``workdir/result.json`` when ``workdir`` is set, with ``model_path``: the
+    trained model, ``workdir/model.keras``.
     """
     # One run per workdir, checked first: a second run would interleave metrics and delete the
     # first's saves, and is refused before any cluster starts.
@@ -92,6 +101,8 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
         phases=[dataclasses.asdict(p) for p in phases],
     )
     if workdir:
+        # What a finished synchronous run leaves too: the model for keras.models.load_model.
+        result["model_path"] = experiment.export_model(trainer.model, workdir)
         with open(os.path.join(workdir, "result.json"), "w") as output:
             json.dump(result, output, indent=1)
     return result

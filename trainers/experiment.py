@@ -175,17 +175,23 @@ def _outer_loop(config, trainer, counts, clock, manager, writer) -> controller.C
     )
 
 
+def export_model(model, workdir: str) -> str:
+    """Writes ``workdir/model.keras`` (``keras.models.load_model``) under a temporary name and
+    renames it, so a kill leaves the previous version whole; returns its path."""
+    path = os.path.join(workdir, MODEL_FILENAME)
+    temporary = os.path.join(workdir, f"unfinished.{MODEL_FILENAME}")
+    model.save(temporary)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+    return path
+
+
 def _export(config, model, workdir: str) -> list[str]:
     """Writes ``workdir/model.keras`` and, for image folders, ``workdir/classes.txt``; returns
     their paths.
 
     Each file is written under a temporary name and renamed, so a kill leaves the previous
     version whole."""
-    path = os.path.join(workdir, MODEL_FILENAME)
-    temporary = os.path.join(workdir, f"unfinished.{MODEL_FILENAME}")
-    model.save(temporary)
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-    written = [path]
+    written = [export_model(model, workdir)]
     names = class_names(config)
     if names:
         path = os.path.join(workdir, CLASSES_FILENAME)

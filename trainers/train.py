@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import signal
 import sys
 
@@ -270,6 +271,9 @@ def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) 
         sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
     summary = {k: v for k, v in result.items() if k not in ("history", "phases")}
     print(json.dumps(summary, indent=1))
+    if "model_path" in result:
+        print(f"trained model: {result['model_path']} (keras.models.load_model)")
+        print(f"tensorboard --logdir={shlex.quote(workdir)}")
 
 
 if __name__ == "__main__":

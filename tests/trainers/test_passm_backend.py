@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+import keras
 import pytest
 import tensorflow as tf
 from absl import flags
@@ -72,7 +73,9 @@ def _parse(argv, monkeypatch):
     flags.FLAGS(argv)
 
 
-def test_binary_runs_the_smoke_config_on_shared_memory_by_default(tmp_path, monkeypatch, capsys):
+def test_binary_runs_the_smoke_config_on_shared_memory_by_default(
+    tmp_path, monkeypatch, capsys, load_config
+):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     _parse(["train", f"--config={PASSM}:smoke", f"--workdir={tmp_path}"], monkeypatch)
     train.main(["train"])
@@ -81,9 +84,19 @@ def test_binary_runs_the_smoke_config_on_shared_memory_by_default(tmp_path, monk
     assert result["num_workers"] == 2 and result["completed_steps"] == 16
     assert sum(result["worker_updates"]) == result["updates_applied"] == 16
     assert [h["step"] for h in result["history"]] == [8, 16]
-    printed = json.loads(capsys.readouterr().out)  # the summary, without the history
+    *summary, model_line, tensorboard_line = capsys.readouterr().out.strip().splitlines()
+    printed = json.loads("\n".join(summary))  # the summary, without the history
     assert printed["staleness_mean"] == result["staleness_mean"] >= 0
     assert "history" not in printed and os.path.isdir(tmp_path / "checkpoints")
+    # It leaves what a synchronous run leaves: a model.keras that evaluates as the run ended.
+    model_path = str(tmp_path / "model.keras")
+    assert model_line == f"trained model: {model_path} (keras.models.load_model)"
+    assert tensorboard_line == f"tensorboard --logdir={tmp_path}"
+    assert result["model_path"] == model_path
+    config = load_config("passm", "smoke")
+    evaluate = async_experiment.make_evaluate(async_experiment.data_config(config), seed=0)
+    accuracy = evaluate(keras.models.load_model(model_path))
+    assert accuracy == pytest.approx(result["final_accuracy"])
 
 
 @pytest.mark.parametrize(
