@@ -144,8 +144,10 @@ class ThrottledBucket:
         self.emulator_host = f"http://127.0.0.1:{proxy.port}"
 
     def _start_emulator(self, prefix: list[str], address: str, port: int) -> None:
-        # The emulator with byte-exact uploads (see pipelines.sources.gcs_emulator).
-        command = [*prefix, sys.executable, "-m", "pipelines.sources.gcs_emulator"]
+        # The emulator with byte-exact uploads (see pipelines.sources.gcs_emulator), loaded from
+        # its file: ``-m pipelines.sources.gcs_emulator`` would first import the ``pipelines``
+        # package, and TensorFlow with it, seconds of start-up the emulator does not use.
+        command = [*prefix, sys.executable, "-c", _EMULATOR, str(gcs_emulator.__file__)]
         command += ["--host", address, "--port", str(port), "--in-memory", "--quiet"]
         # Output goes to a file, never a pipe: the emulator prints a traceback for every client
         # that hangs up mid-response, and a pipe nobody drains would fill and stall its one
@@ -168,6 +170,13 @@ class ThrottledBucket:
         raise RuntimeError(f"the storage emulator did not listen on {address}:{port} in 30 s.")
 
 
+# ``python -c _EMULATOR FILE FLAGS...``: gcs_emulator.main(FLAGS) with only its own imports.
+_EMULATOR = (
+    "import importlib.util, sys; "
+    "spec = importlib.util.spec_from_file_location('gcs_emulator', sys.argv[1]); "
+    "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module); "
+    "module.main(sys.argv[2:])"
+)
 _PROBE = "import socket; socket.create_connection(('{address}', {port}), timeout=1).close()"
 
 
