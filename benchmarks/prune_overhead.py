@@ -239,6 +239,9 @@ def run_trainer(seed, args, prune: bool, config_name="mnist1d", image=False) -> 
         config.num_steps = args.epochs * args.num_train // config.data.batch_size
     config.warmup_steps = min(config.warmup_steps, config.num_steps // 4)
     config.eval_every_steps = config.num_steps  # evaluated once, at the end
+    if args.quick:
+        # R (timed after training, on a second model it traces) is not what a quick run checks.
+        config.timing_steps = 0
     with tempfile.TemporaryDirectory() as workdir:
         summary = experiment.run(config, workdir)
         rows = [
