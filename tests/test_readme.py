@@ -1,26 +1,50 @@
-"""The README's snippets marked ``<!-- runs-as-a-test -->`` run as written."""
+"""The snippets of README.md and docs/*.md marked ``<!-- runs-as-a-test -->`` run as written, and
+every relative link in them points at a file that exists."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _MARKED = re.compile(r"<!-- runs-as-a-test -->\n```python\n(.*?)```", re.DOTALL)
+_LINK = re.compile(r"\]\(([^)#:]+)(?:#[^)]*)?\)")  # [text](relative/path#anchor), no URLs
 
 
-def _snippets() -> list[str]:
-    return _MARKED.findall(README.read_text())
+def _snippets() -> list[tuple[str, int, str]]:
+    return [
+        (path.relative_to(ROOT).as_posix(), index, code)
+        for path in DOCUMENTS
+        for index, code in enumerate(_MARKED.findall(path.read_text()))
+    ]
 
 
-def test_the_readme_marks_its_runnable_snippets():
-    assert len(_snippets()) >= 1
+def test_the_readme_marks_a_snippet_for_each_path():
+    in_readme = [code for where, _, code in _snippets() if where == "README.md"]
+    assert len(in_readme) >= 2  # the tf.data path and the model.fit path
+    assert any(where.startswith("docs/") for where, _, _ in _snippets())
 
 
-@pytest.mark.parametrize("index", range(len(_snippets())))
-def test_snippet_runs_as_written(index):
-    namespace = {"__name__": f"readme_snippet_{index}"}
-    exec(compile(_snippets()[index], f"README.md snippet {index}", "exec"), namespace)
+@pytest.mark.parametrize(("where", "index", "code"), _snippets(), ids=lambda v: str(v)[:20])
+def test_snippet_runs_as_written(where, index, code):
+    namespace = {"__name__": f"snippet_{index}"}
+    exec(compile(code, f"{where} snippet {index}", "exec"), namespace)
     if "prune" in namespace:  # the pruning snippet: it pruned, and it learned
         assert 0.3 < namespace["prune"].stats()["prune_keep_rate"] < 1.0
         assert namespace["accuracy"] > 0.8
+    if "report" in namespace:  # the model.fit snippet: input-bound, so AutoEcho echoed
+        assert namespace["report"]["ratio"] > 2.0
+        assert namespace["history"].history["echo_factor"][-1] > 1.0
+    if "batches" in namespace:  # the tf.data snippet: whole batches repeated
+        assert [list(b) for b in namespace["batches"].as_numpy_iterator()][:2] == [[0, 1, 2, 3]] * 2
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_relative_links_point_at_files_that_exist(document):
+    missing = [
+        link
+        for link in _LINK.findall(document.read_text())
+        if not (document.parent / link).exists()
+    ]
+    assert not missing, f"{document.name} links to missing files: {missing}"
