@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import keras
@@ -67,18 +68,27 @@ def _fresh_trainer(config, datasets, strategy, make_train) -> loop.Trainer:
     )
 
 
+# The timings are split into rounds: the spread of R between them is the machine's noise, and a
+# verdict whose range straddles the no-echo threshold says so instead of picking a side.
+ROUNDS = 3
+
+
 def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, object]:
-    """Times the input pipeline and the train step; recommends an echo factor and where to echo.
+    """Times the input pipeline and the train step; says whether the run is input-bound, by how
+    much, and what echo factor and point to try.
 
     Runs ``config.diagnose_steps`` train steps of a fresh model on the echo-free pipeline (the
-    input-wait fraction ``1 - t_down / t_step``), and times, over as many batches, the pipeline
-    alone (t_up), the pipeline without augmentation and the train step on a cached batch (t_down).
-    Nothing is checkpointed; the result is printed and written to ``workdir/diagnosis.json``.
+    input-wait fraction ``1 - t_down / t_step``), and times, over as many batches in ``ROUNDS``
+    rounds, the pipeline alone (t_up), the pipeline without augmentation and the train step on a
+    cached batch (t_down). Prints each phase as it starts (stderr) and then the report; nothing
+    is checkpointed; the result is written to ``workdir/diagnosis.json``.
 
     Returns:
       ``{"steps", "upstream_seconds_per_step", "unaugmented_upstream_seconds_per_step",
       "downstream_seconds_per_step", "train_seconds_per_step", "input_wait_fraction", "ratio",
-      "echo_factor", "echo_insert", "augment_fraction"}`` (see ``timing.recommend_echo``).
+      "ratio_low", "ratio_high", "verdict", "echo_factor", "echo_insert", "augment_fraction"}``
+      (see ``timing.recommend_echo``; ``ratio_low``/``ratio_high``: R's range over the rounds;
+      ``verdict``: ``input_bound``, ``not_input_bound`` or ``borderline``).
     """
     config = run_config.resolve_config(config)
     if not isinstance(workdir, str) or not workdir:
@@ -87,19 +97,26 @@ def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
     keras.utils.set_random_seed(config.seed)
     strategy = strategies.from_config(config)
     steps = config.diagnose_steps
+    per_round = max(1, steps // ROUNDS)
     datasets = inputs.make_datasets(config)
     unaugmented = inputs.echo_free(config.data)
     unaugmented.augment = "none"
-    t_up = timing.seconds_per_batch(datasets.train, num_batches=steps)
+    _progress(f"timing the input pipeline alone ({ROUNDS} rounds of {per_round} batches)")
+    t_ups = [timing.seconds_per_batch(datasets.train, num_batches=per_round) for _ in range(ROUNDS)]
+    _progress("timing it without augmentation")
     t_plain = timing.seconds_per_batch(
         pipelines.make_datasets(unaugmented, seed=config.seed).train, num_batches=steps
     )
-    t_down = downstream_seconds(config, strategy, num_steps=steps)
+    _progress(f"timing the train step on a cached batch ({ROUNDS} rounds of {per_round} steps)")
+    t_downs = _downstream_rounds(config, strategy, datasets, per_round)
+    _progress(f"training {steps} steps with the input pipeline, for the input wait")
     trainer = _fresh_trainer(config, datasets, strategy, lambda: datasets.train)
     trainer.train(3)  # traces
     start = time.perf_counter()
     input_wait = trainer.train(steps)["input_wait_seconds"]
     t_step = (time.perf_counter() - start) / steps
+    t_up, t_down = sum(t_ups) / ROUNDS, sum(t_downs) / ROUNDS
+    ratios = [up / down for up, down in zip(t_ups, t_downs, strict=True)]
     result = {
         "steps": steps,
         "upstream_seconds_per_step": t_up,
@@ -108,6 +125,9 @@ def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
         "train_seconds_per_step": t_step,
         # Measured in the loop (time blocked on the iterator), as AutoEcho sees it.
         "input_wait_fraction": min(1.0, input_wait / steps / t_step),
+        "ratio_low": min(ratios),
+        "ratio_high": max(ratios),
+        "verdict": _verdict(min(ratios), max(ratios)),
         **timing.recommend_echo(
             upstream_seconds=t_up,
             downstream_seconds=t_down,
@@ -120,19 +140,58 @@ def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
     return result
 
 
+def _progress(message: str) -> None:
+    print(f"diagnose: {message}...", file=sys.stderr, flush=True)
+
+
+def _downstream_rounds(config, strategy, datasets, steps: int) -> list[float]:
+    """t_down of each round: one fresh model copy (traced once) on one cached batch."""
+    cached = timing.cached_batch(datasets.train)
+    trainer = _fresh_trainer(config, datasets, strategy, lambda: cached)
+    return [timing.seconds_per_step(trainer.train, num_steps=steps) for _ in range(ROUNDS)]
+
+
+def _verdict(ratio_low: float, ratio_high: float) -> str:
+    if ratio_high < timing.NO_ECHO_BELOW_RATIO:
+        return "not_input_bound"
+    if ratio_low >= timing.NO_ECHO_BELOW_RATIO:
+        return "input_bound"
+    return "borderline"
+
+
 def format_diagnosis(diagnosis: dict[str, object]) -> str:
-    """The human-readable ``--diagnose`` report."""
+    """The human-readable ``--diagnose`` report: the timings, then one verdict line whose advice
+    follows from it (an echo factor and point only when the run is input-bound)."""
+    spread = (
+        f"R = {diagnosis['ratio']:.2f}, {diagnosis['ratio_low']:.2f}-{diagnosis['ratio_high']:.2f}"
+    )
+    spread += f" over {ROUNDS} rounds"
+    verdict = {
+        "input_bound": (
+            f"verdict: input-bound ({spread}): the step waits for input; recommended: "
+            f"echo={diagnosis['echo_factor']:.2f}, insert={diagnosis['echo_insert']} "
+            f"(--config.data.echo={diagnosis['echo_factor']:g} "
+            f"--config.data.echo_insert={diagnosis['echo_insert']})"
+        ),
+        "not_input_bound": (
+            f"verdict: not input-bound ({spread}): the input keeps up, so echo would only repeat "
+            "data; train without it"
+        ),
+        "borderline": (
+            f"verdict: borderline ({spread}): R moved across {timing.NO_ECHO_BELOW_RATIO} between "
+            "rounds (a busy machine?); measure again on a quiet one before echoing"
+        ),
+    }[diagnosis["verdict"]]
     return "\n".join(
         [
             f"t_up {1e3 * diagnosis['upstream_seconds_per_step']:.2f} ms/batch (without "
-            f"augmentation {1e3 * diagnosis['unaugmented_upstream_seconds_per_step']:.2f}), "
+            f"augmentation {1e3 * diagnosis['unaugmented_upstream_seconds_per_step']:.2f}; "
+            f"augmentation is {100 * diagnosis['augment_fraction']:.0f}% of it), "
             f"t_down {1e3 * diagnosis['downstream_seconds_per_step']:.2f} ms/step: "
             f"R = {diagnosis['ratio']:.2f}",
             f"train step with input {1e3 * diagnosis['train_seconds_per_step']:.2f} ms: input "
             f"wait {100 * diagnosis['input_wait_fraction']:.1f}% of the step "
             f"({diagnosis['steps']} steps)",
-            f"recommended: echo={diagnosis['echo_factor']:.2f}, "
-            f"insert={diagnosis['echo_insert']} (augmentation is "
-            f"{100 * diagnosis['augment_fraction']:.0f}% of t_up)",
+            verdict,
         ]
     )

@@ -7,6 +7,7 @@ import sys
 import pytest
 from absl import flags
 
+from trainers import diagnosis as diagnosis_module
 from trainers import timing, train
 
 
@@ -82,6 +83,35 @@ def test_diagnose_flag_writes_a_consistent_diagnosis(
     assert diagnosis["ratio"] == pytest.approx(expected["ratio"])
     assert diagnosis["echo_factor"] == pytest.approx(expected["echo_factor"])
     assert diagnosis["echo_insert"] == expected["echo_insert"]
-    printed = capsys.readouterr().out
-    assert f"R = {diagnosis['ratio']:.2f}" in printed
-    assert f"recommended: echo={diagnosis['echo_factor']:.2f}" in printed
+    assert diagnosis["ratio_low"] <= diagnosis["ratio"] <= diagnosis["ratio_high"]
+    assert diagnosis["verdict"] in ("input_bound", "not_input_bound", "borderline")
+    captured = capsys.readouterr()
+    *_, verdict_line = captured.out.strip().splitlines()
+    assert verdict_line == diagnosis_module.format_diagnosis(diagnosis).splitlines()[-1]
+    words = {"input_bound": "input-bound", "not_input_bound": "not input-bound"}
+    assert verdict_line.startswith(f"verdict: {words.get(diagnosis['verdict'], 'borderline')} (")
+    # Progress, one line per phase, before the report.
+    assert captured.err.count("diagnose: ") == 4
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "verdict", "says", "never_says"),
+    [
+        (2.5, 3.1, "input_bound", "recommended: echo=2.80, insert=after_augment", "train without"),
+        (0.3, 0.9, "not_input_bound", "train without it", "recommended"),
+        (0.8, 1.3, "borderline", "measure again on a quiet one", "recommended"),
+    ],
+)
+def test_the_verdict_follows_r_and_its_spread(low, high, verdict, says, never_says):
+    """Advice never contradicts the verdict: a factor and point only when input-bound."""
+    assert diagnosis_module._verdict(low, high) == verdict
+    report = {
+        "steps": 30, "upstream_seconds_per_step": 0.028, "downstream_seconds_per_step": 0.01,
+        "unaugmented_upstream_seconds_per_step": 0.01, "train_seconds_per_step": 0.03,
+        "input_wait_fraction": 0.6, "ratio": 2.8, "ratio_low": low, "ratio_high": high,
+        "verdict": verdict, "echo_factor": 2.8, "echo_insert": "after_augment",
+        "augment_fraction": 0.64,
+    }  # fmt: skip
+    last = diagnosis_module.format_diagnosis(report).splitlines()[-1]
+    assert f"{low:.2f}-{high:.2f} over 3 rounds" in last
+    assert says in last and never_says not in last
