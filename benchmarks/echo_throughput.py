@@ -65,6 +65,9 @@ NUM_EXAMPLES = {"40xfloat32": 100_000, "32x32x3xuint8": 50_000, "224x224x3xuint8
 # sizes above), too short to time within a few percent on a busy 2-core machine.
 BATCH_LEVEL_SCALE = 4
 FACTORS = (2, 4)
+# --quick: each factor once per element size, at one level each (every element size, level and
+# factor runs, but not every combination); the methods' paths depend on the element and level.
+QUICK_FACTORS = {"example": (2,), "batch": (4,)}
 
 
 def _source(dtype, shape, num_inputs: int) -> tf.data.Dataset:
@@ -149,14 +152,15 @@ def _timed_trials(builders: dict, batch_size: int, trials: int) -> tuple[dict, d
     return times, outputs
 
 
-def run(trials: int, scale: float, pairs: int) -> list[dict]:
+def run(trials: int, scale: float, pairs: int, factors: dict | None = None) -> list[dict]:
+    """Every element size, level and factor (``factors``: the factors per level, else all)."""
     rows = []
     for element, (dtype, shape) in ELEMENTS.items():
         for level in ("example", "batch"):
             batch_size = BATCH_SIZES[element]
             examples = NUM_EXAMPLES[element] * (BATCH_LEVEL_SCALE if level == "batch" else 1)
             num_inputs = max(int(examples * scale), 2 * batch_size)
-            for factor in FACTORS:
+            for factor in (factors or {}).get(level, FACTORS):
                 builders = _pipelines(level, dtype, shape, batch_size, factor, num_inputs)
                 times, outputs = _timed_trials(builders, batch_size, trials)
                 twin = (
@@ -277,7 +281,7 @@ def main() -> None:
 
     print("examples per second out of the pipeline (higher is better); best of", trials, "trials")
     print(HEADER)
-    rows = run(trials, scale, pairs)
+    rows = run(trials, scale, pairs, QUICK_FACTORS if args.quick else None)
     small = [r for r in rows if r["element"] == "40xfloat32" and r["level"] == "example"]
     summary = {
         "min_echo_vs_one_liner_small_elements": min(r["echo_vs_one_liner"] for r in small),

@@ -15,7 +15,14 @@ def results(run_quick_benchmark):
 def test_every_size_level_and_factor_is_measured(results):
     data, output = results
     configurations = {(r["element"], r["level"], r["factor"]) for r in data["rows"]}
-    assert len(configurations) == 3 * 2 * 2
+    # --quick: every element size at both levels, e = 2 at the example level, e = 4 at the batch
+    # level (each factor once per element size; the full run measures every combination).
+    assert configurations == {
+        (element, level, factor)
+        for element in ("40xfloat32", "32x32x3xuint8", "224x224x3xuint8")
+        for level, factor in (("example", 2), ("batch", 4))
+    }
+    assert len(data["rows"]) == len(configurations)
     assert output.with_suffix(".png").stat().st_size > 0
 
 
