@@ -17,9 +17,10 @@ The public surface, by family (the code lives in ``echoing/_src/<family>/``):
   ``AssistantLearner``, ``assistant_filter``/``AssistantFilter``, ``AssistantCallback``,
   ``AssistantFeedCallback``, ``LossInbox``, ``BagOfWords``, ``BossFeatures``;
 - priority sampling (prioritized gradient descent) and in-batch selection:
-  ``PriorityTable``, ``ShardedPriorityTable``, ``priority_sample``,
-  ``distributed_priority_sample``, ``PrioritySampler``, ``PriorityFeedback``,
-  ``PrioritizedStep``, ``select_rows``, ``sample_rows``.
+  ``PriorityTable``, ``ShardedPriorityTable``, ``priority_sample`` (also per input pipeline,
+  with ``input_context=``), ``PrioritySampler``, ``PriorityFeedback``, ``PrioritizedStep``,
+  ``select_rows``, ``sample_rows``; ``distributed_priority_sample`` is deprecated (it warns and
+  goes in the next release).
 
 ``echoing.keras`` adapts them to ``model.fit``, ``echoing.meters`` counts what flows through a
 pipeline, and ``echoing.techniques`` is the plug-in protocol the trainers compose.

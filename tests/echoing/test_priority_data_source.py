@@ -11,7 +11,6 @@ import tensorflow as tf
 from echoing import (
     PriorityTable,
     ShardedPriorityTable,
-    distributed_priority_sample,
     priority_sample,
 )
 from echoing._src.core.sources import DataSourceSource
@@ -173,9 +172,9 @@ def test_per_pipeline_batches_from_the_data_source_equal_in_memory(train_source,
     context = tf.distribute.InputContext(
         num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=2
     )
-    arguments = dict(global_batch_size=16, top_ratio=0.5, renew_ratio=0.5, seed=0)
-    from_disk = distributed_priority_sample(table, train_source, context, keys=KEYS, **arguments)
-    in_memory = distributed_priority_sample(table, _in_memory(train_source), context, **arguments)
+    arguments = dict(batch_size=16, top_ratio=0.5, renew_ratio=0.5, seed=0, input_context=context)
+    from_disk = priority_sample(table, train_source, keys=KEYS, **arguments)
+    in_memory = priority_sample(table, _in_memory(train_source), **arguments)
     assert from_disk.element_spec == in_memory.element_spec
     for disk, memory in zip(from_disk.take(3), in_memory.take(3), strict=True):
         assert np.all(disk["id"].numpy() % 2 == pipeline)

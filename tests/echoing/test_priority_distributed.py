@@ -1,4 +1,5 @@
-"""distributed_priority_sample: each input pipeline selects top-k over its own shard, global ids.
+"""priority_sample(..., input_context=...): each input pipeline selects top-k over its own shard,
+with global ids.
 
 Input pipelines are simulated with tf.distribute.InputContext, as distribute_datasets_from_function
 would create them; test_priority_distributed_mirrored.py runs the same under MirroredStrategy.
@@ -8,13 +9,21 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing import PriorityTable, ShardedPriorityTable, distributed_priority_sample
+import echoing
+from echoing import PriorityTable, ShardedPriorityTable, priority_sample
 
 NUM_EXAMPLES = 40
 SOURCE = {
     "x": np.arange(NUM_EXAMPLES * 2, dtype=np.float32).reshape(NUM_EXAMPLES, 2),
     "y": np.arange(NUM_EXAMPLES, dtype=np.int64) * 10,
 }
+
+
+def _per_pipeline(table, source, context, *, global_batch_size, **arguments):
+    """The pipeline's dataset, as a dataset_fn of distribute_datasets_from_function builds it."""
+    return priority_sample(
+        table, source, batch_size=global_batch_size, input_context=context, **arguments
+    )
 
 
 def _context(pipelines, pipeline, replicas):
@@ -54,7 +63,7 @@ def test_pipelines_select_top_k_of_their_shard_with_global_ids(
     splits = replicas // pipelines
     iterators = [
         iter(
-            distributed_priority_sample(
+            _per_pipeline(
                 table,
                 SOURCE,
                 _context(pipelines, pipeline, replicas),
@@ -108,7 +117,7 @@ def test_pipelines_select_top_k_of_their_shard_with_global_ids(
 
 def test_one_pipeline_accepts_a_plain_table_and_splits_one_selection():
     table = PriorityTable(NUM_EXAMPLES)
-    dataset = distributed_priority_sample(
+    dataset = _per_pipeline(
         table, SOURCE, _context(1, 0, 2), global_batch_size=8, top_ratio=0.5, renew_ratio=0.5
     )
     first, second = list(dataset.take(2))
@@ -125,7 +134,7 @@ def test_pipelines_draw_different_uniform_examples(pipelines):
     source = {"y": np.arange(NUM_EXAMPLES * 3)}
     local_ids = []
     for pipeline in range(pipelines):
-        dataset = distributed_priority_sample(
+        dataset = _per_pipeline(
             table,
             source,
             _context(pipelines, pipeline, pipelines),
@@ -175,14 +184,14 @@ def test_pipelines_draw_different_uniform_examples(pipelines):
             _context(2, 0, 4),
             {"global_batch_size": 6},
             ValueError,
-            "global_batch_size must be a positive multiple of num_replicas_in_sync=4, got 6",
+            "batch_size is the global batch: a positive multiple of num_replicas_in_sync=4, got 6",
         ),
         (
             ShardedPriorityTable(NUM_EXAMPLES, 2),
             _context(2, 0, 2),
             {"global_batch_size": 8.0},
             TypeError,
-            "global_batch_size must be an int, got 8.0",
+            "batch_size must be an int, got 8.0",
         ),
         (
             ShardedPriorityTable(NUM_EXAMPLES, 2),
@@ -203,4 +212,24 @@ def test_pipelines_draw_different_uniform_examples(pipelines):
 def test_errors(table, context, arguments, error, message):
     arguments = {"global_batch_size": 8, "top_ratio": 0.5, "renew_ratio": 0.5, **arguments}
     with pytest.raises(error, match=message):
-        distributed_priority_sample(table, SOURCE, context, **arguments)
+        _per_pipeline(table, SOURCE, context, **arguments)
+
+
+def test_a_sharded_table_without_an_input_context_is_refused():
+    with pytest.raises(TypeError, match="pass the input_context your dataset_fn receives"):
+        priority_sample(
+            ShardedPriorityTable(NUM_EXAMPLES, 2), SOURCE, batch_size=8, top_ratio=0.5,
+            renew_ratio=0.5,
+        )  # fmt: skip
+
+
+def test_the_deprecated_name_warns_and_selects_the_same_batches():
+    table = ShardedPriorityTable(NUM_EXAMPLES, 2)
+    arguments = {"top_ratio": 0.5, "renew_ratio": 0.5, "seed": 3}
+    with pytest.warns(DeprecationWarning, match=r"use echoing.priority_sample\(table, source"):
+        old = echoing.distributed_priority_sample(
+            table, SOURCE, _context(2, 1, 2), global_batch_size=8, **arguments
+        )
+    new = _per_pipeline(table, SOURCE, _context(2, 1, 2), global_batch_size=8, **arguments)
+    for before, after in zip(old.take(3), new.take(3), strict=True):
+        np.testing.assert_array_equal(before["id"], after["id"])

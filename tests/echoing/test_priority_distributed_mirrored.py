@@ -17,7 +17,7 @@ def _check():
     import keras
     import tensorflow as tf
 
-    from echoing import PriorityFeedback, ShardedPriorityTable, distributed_priority_sample
+    from echoing import PriorityFeedback, ShardedPriorityTable, priority_sample
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -33,9 +33,9 @@ def _check():
 
     def dataset_fn(context):
         contexts.append((context.num_input_pipelines, context.input_pipeline_id))
-        return distributed_priority_sample(
-            table, source, context, global_batch_size=GLOBAL_BATCH, top_ratio=0.5,
-            renew_ratio=0.5, seed=0,
+        return priority_sample(
+            table, source, batch_size=GLOBAL_BATCH, top_ratio=0.5, renew_ratio=0.5, seed=0,
+            input_context=context,
         )  # fmt: skip
 
     options = tf.distribute.InputOptions(

@@ -46,7 +46,7 @@ and seed.
 Workers / replicas: selection depends only on the table and the step, so each input pipeline
 (``strategy.distribute_datasets_from_function``) can own a table over its own shard of the
 examples and select its top-k locally, which is the paper's worker design:
-``echoing.distributed_priority_sample`` with an ``echoing.ShardedPriorityTable``.
+``echoing.priority_sample(..., input_context=...)`` with an ``echoing.ShardedPriorityTable``.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ import numpy as np
 import tensorflow as tf
 
 from echoing._src.core.sources import RandomAccessSource, random_access_source
+from echoing._src.priority.shards import ShardedPriorityTable, pipeline_share
 from echoing._src.priority.table import PriorityTable
 
 if TYPE_CHECKING:
@@ -249,7 +250,7 @@ class PrioritySampler(tf.Module):
 
 
 def priority_sample(
-    table: PriorityTable,
+    table: PriorityTable | ShardedPriorityTable,
     source: Mapping[str, np.ndarray | tf.Tensor] | BaseDataSource,
     *,
     batch_size: int,
@@ -261,11 +262,20 @@ def priority_sample(
     importance_exponent: float = 1.0,
     start_step: int = 0,
     keys: Sequence[str] | None = None,
+    input_context: tf.distribute.InputContext | None = None,
 ) -> tf.data.Dataset:
     """An endless dataset of prioritized batches gathered from a random-access source.
 
+    Under ``strategy.distribute_datasets_from_function``, pass the ``input_context`` your
+    ``dataset_fn`` receives and an ``echoing.ShardedPriorityTable`` with one shard per input
+    pipeline: each pipeline then selects from its own shard (``echoing._src.priority.distributed``
+    explains the design) and yields per-replica batches.
+
     Args:
-      table: the ``PriorityTable`` over the source's examples (``N`` = its ``num_examples``).
+      table: the ``PriorityTable`` over the source's examples (``N`` = its ``num_examples``);
+        with ``input_context``, a ``ShardedPriorityTable`` with ``num_shards`` = the input
+        pipelines (or a ``PriorityTable`` when there is one pipeline), built once, outside the
+        strategy scope, before the datasets.
       source: random-access examples, either in memory, a mapping of name to array/tensor whose
         leading dimension is ``N`` (example ``i`` is row ``i`` of every entry and has id ``i``),
         or a TFDS data source (``tfds.data_source(name, split=...)``,
@@ -280,6 +290,11 @@ def priority_sample(
       keys: the entries/features of ``source`` to read (default: all). A TFDS dataset that
         stores its own ``"id"`` feature needs ``keys`` without it (the batch's ``"id"`` is the
         record index the table is keyed by).
+      input_context: the ``tf.distribute.InputContext`` handed to the ``dataset_fn``; then
+        ``batch_size`` is the global batch (a multiple of ``num_replicas_in_sync``), each
+        pipeline selects ``batch_size / P`` examples a step and yields them as
+        ``num_replicas_in_sync / P`` per-replica batches with GLOBAL ids, and ``seed`` is
+        combined with the pipeline id so pipelines draw different examples.
 
     Returns:
       A ``tf.data.Dataset`` whose element for step ``t`` is the source's entries gathered at the
@@ -293,19 +308,37 @@ def priority_sample(
         the reserved keys ``"id"``/``"sample_weight"``, or a ``PrioritySampler`` argument is
         invalid.
     """
+    share = None
+    if input_context is not None:
+        share = pipeline_share(table, input_context, batch_size, seed)
+    elif isinstance(table, ShardedPriorityTable):
+        raise TypeError(
+            "a ShardedPriorityTable is selected from per input pipeline: pass the input_context "
+            "your dataset_fn receives (strategy.distribute_datasets_from_function), or use a "
+            "PriorityTable."
+        )
     sampler = PrioritySampler(
-        table,
-        batch_size=batch_size,
+        share.table if share else table,
+        batch_size=share.batch_size if share else batch_size,
         top_ratio=top_ratio,
         renew_ratio=renew_ratio,
-        seed=seed,
+        seed=share.seed if share else seed,
         mode=mode,
         alpha=alpha,
         importance_exponent=importance_exponent,
     )
     examples = random_access_source(source, keys=keys)
     check_source_size(examples, table.num_examples)
-    return sampled_batches(sampler, examples, start_step=start_step)
+    if share is None:
+        return sampled_batches(sampler, examples, start_step=start_step)
+    return sampled_batches(
+        sampler,
+        examples,
+        start_step=start_step,
+        shard_index=share.shard_index,
+        num_shards=share.num_shards,
+        num_splits=share.num_splits,
+    )
 
 
 def check_source_size(examples: RandomAccessSource, num_examples: int) -> None:

@@ -27,8 +27,10 @@ example of host memory).
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
+import numpy as np
 import tensorflow as tf
 
 from echoing._src.priority.table import PriorityTable, check_ids, table_statistics
@@ -137,3 +139,73 @@ class ShardedPriorityTable(tf.Module):
             tf.concat([shard.log_priority.read_value() for shard in self.shards], axis=0),
             tf.concat([shard.log_estimate(step) for shard in self.shards], axis=0),
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineShare:
+    """What one input pipeline selects from: its table, its batch and how its ids map back."""
+
+    table: PriorityTable  # the pipeline's shard (or the whole table with one pipeline)
+    batch_size: int  # examples it selects per step, for all the replicas it feeds
+    shard_index: int  # local id j is global id j * num_shards + shard_index
+    num_shards: int
+    num_splits: int  # the replicas it feeds: each step's batch is split into this many
+    seed: int | None  # distinct per pipeline, the same for every run with this seed
+
+
+def pipeline_share(
+    table: ShardedPriorityTable | PriorityTable,
+    input_context: tf.distribute.InputContext,
+    global_batch_size: int,
+    seed: int | None,
+) -> PipelineShare:
+    """This input pipeline's share of a prioritized selection (``priority_sample``'s sharded
+    case): pipeline ``i`` of ``P`` selects ``global_batch_size / P`` examples a step from
+    ``table.shards[i]`` and splits them over the ``num_replicas_in_sync / P`` replicas it feeds.
+
+    Raises:
+      TypeError / ValueError: see ``echoing.priority_sample`` (``input_context``).
+    """
+    if not isinstance(input_context, tf.distribute.InputContext):
+        raise TypeError(
+            f"input_context must be the tf.distribute.InputContext given to the dataset_fn of "
+            f"strategy.distribute_datasets_from_function, got {type(input_context).__name__}."
+        )
+    pipelines = input_context.num_input_pipelines
+    pipeline = input_context.input_pipeline_id
+    replicas = input_context.num_replicas_in_sync
+    sharded = isinstance(table, ShardedPriorityTable)
+    if sharded and table.num_shards != pipelines:
+        raise ValueError(
+            f"table has {table.num_shards} shards but there are {pipelines} input pipelines; "
+            f"build it as echoing.ShardedPriorityTable(N, num_shards={pipelines}) (one shard "
+            "per input pipeline)."
+        )
+    if not sharded and not (isinstance(table, PriorityTable) and pipelines == 1):
+        raise TypeError(
+            f"table must be an echoing.ShardedPriorityTable with one shard per input pipeline "
+            f"(num_shards={pipelines}) or, with one pipeline, an echoing.PriorityTable; got "
+            f"{type(table).__name__}."
+        )
+    if replicas % pipelines:
+        raise ValueError(
+            f"num_replicas_in_sync={replicas} is not a multiple of num_input_pipelines="
+            f"{pipelines}; every input pipeline must feed the same number of replicas."
+        )
+    if isinstance(global_batch_size, bool) or not isinstance(global_batch_size, int):
+        raise TypeError(f"batch_size must be an int, got {global_batch_size!r}.")
+    if global_batch_size < 1 or global_batch_size % replicas:
+        raise ValueError(
+            "with an input_context, batch_size is the global batch: a positive multiple of "
+            f"num_replicas_in_sync={replicas}, got {global_batch_size}."
+        )
+    if seed is not None and not isinstance(seed, bool) and isinstance(seed, int):
+        seed = int(np.random.SeedSequence([seed, pipeline]).generate_state(1)[0] % (2**31 - 1))
+    return PipelineShare(
+        table=table.shards[pipeline] if sharded else table,
+        batch_size=global_batch_size // pipelines,
+        shard_index=pipeline if sharded else 0,
+        num_shards=pipelines if sharded else 1,
+        num_splits=replicas // pipelines,
+        seed=seed,
+    )

@@ -18,8 +18,8 @@ Example::
     # compute every example's priority ḡ·g_i by one forward-mode JVP and write it to the table.
 
 Each input pipeline (worker) selects its own top-k and renewal from its shard of the table
-(``echoing.distributed_priority_sample``); the input pipeline's stages (augmentation, echo) are
-not used. Config fields: ``pgd``, ``pgd_top_ratio``, ``pgd_renew_ratio``.
+(``echoing.priority_sample(..., input_context=...)``); the input pipeline's stages
+(augmentation, echo) are not used. Config fields: ``pgd``, ``pgd_top_ratio``, ``pgd_renew_ratio``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import tensorflow as tf
 
 from echoing._src.core import config_checks
 from echoing._src.core.technique import Context, ExamplesById, Feedback, Technique
-from echoing._src.priority.distributed import distributed_priority_sample
 from echoing._src.priority.feedback import PriorityFeedback
+from echoing._src.priority.sampling import priority_sample
 from echoing._src.priority.shards import ShardedPriorityTable
 from echoing._src.priority.table import PriorityTable
 
@@ -92,7 +92,7 @@ class PriorityTechnique(PriorityGradients):
         else:
             self.table = ShardedPriorityTable(num_examples, num_shards=num_input_pipelines)
         self._selection = dict(
-            global_batch_size=global_batch_size,
+            batch_size=global_batch_size,
             top_ratio=float(top_ratio),
             renew_ratio=float(renew_ratio),
             seed=seed,
@@ -103,8 +103,8 @@ class PriorityTechnique(PriorityGradients):
         self.feedback = PriorityFeedback(self.table, model.trainable_variables)
 
     def train_dataset(self, input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-        return distributed_priority_sample(
-            self.table, self._examples, input_context, **self._selection
+        return priority_sample(
+            self.table, self._examples, input_context=input_context, **self._selection
         )
 
     def observe(self, feedback: Feedback) -> None:
