@@ -14,8 +14,8 @@ The public surface, by family (the code lives in ``echoing/_src/<family>/``):
 - pruning, when many steps go to examples the model already fits: ``LossTable``,
   ``loss_prune``/``LossPruning``, ``with_ids``;
 - the Assistant, a small model that filters easy examples online: ``Assistant``,
-  ``AssistantLearner``, ``assistant_filter``/``AssistantFilter``, ``AssistantCallback``,
-  ``AssistantFeedCallback``, ``LossInbox``, ``BagOfWords``, ``BossFeatures``;
+  ``AssistantLearner`` (its options ``LearnerOptions``), ``assistant_filter``/``AssistantFilter``,
+  ``AssistantCallback``, ``AssistantFeedCallback``, ``LossInbox``, ``BagOfWords``, ``BossFeatures``;
 - priority sampling (prioritized gradient descent) and in-batch selection:
   ``PriorityTable``, ``ShardedPriorityTable``, ``priority_sample`` (also per input pipeline,
   with ``input_context=``), ``PrioritySampler``, ``PriorityFeedback``, ``PrioritizedStep``,
@@ -36,6 +36,7 @@ from echoing._src.assist.boss_features import BossFeatures
 from echoing._src.assist.callbacks import AssistantCallback, AssistantFeedCallback
 from echoing._src.assist.filter import AssistantFilter, assistant_filter
 from echoing._src.assist.learner import AssistantLearner
+from echoing._src.assist.options import LearnerOptions
 from echoing._src.core.diagnose import diagnose, format_diagnosis
 from echoing._src.core.ids import with_ids
 from echoing._src.core.loss_table import LossInbox, LossTable
@@ -67,6 +68,7 @@ __all__ = [
     "AutoEcho",
     "BagOfWords",
     "BossFeatures",
+    "LearnerOptions",
     "LossInbox",
     "LossPruning",
     "LossTable",

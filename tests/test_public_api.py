@@ -20,6 +20,7 @@ PUBLIC = {
         "AssistantFeedCallback",
         "AssistantFilter",
         "AssistantLearner",
+        "LearnerOptions",
         "AutoEcho",
         "BagOfWords",
         "BossFeatures",

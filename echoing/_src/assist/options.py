@@ -3,9 +3,8 @@
 Example::
 
     import echoing
-    from echoing._src.assist.options import LearnerOptions
 
-    options = LearnerOptions(threshold=0.5, queue_size=16, asynchronous=False)
+    options = echoing.LearnerOptions(threshold=0.5, queue_size=16, asynchronous=False)
     learner = echoing.AssistantLearner(echoing.Assistant(2, input_shape=(4,)), options=options)
     assert learner.threshold == 0.5 and learner.queue_size == 16
 
