@@ -549,7 +549,7 @@ def _resolve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argpa
     if not {"full", "prune"} <= set(args.methods) <= set(METHODS):
         parser.error(f"--methods must include full and prune, from {METHODS}")
     if args.quick:
-        args.seeds, args.epochs, args.num_samples, args.lrs = 1, 3, 2_000, [0.05]
+        args.seeds, args.epochs, args.num_samples, args.lrs = 1, 3, 1_000, [0.05]
     return args
 
 
