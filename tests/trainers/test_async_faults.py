@@ -2,7 +2,13 @@
 
 A worker killed mid-run: the coordinator reruns its closure on the other worker, the run finishes
 and reports the retried steps. The parameter server killed: the binary exits with a clear error
-naming the last checkpoint, and rerunning it on a new cluster resumes from that checkpoint.
+naming the last checkpoint, and rerunning it once the parameter server is restarted (a fresh
+process, with none of the old variables) resumes from that checkpoint.
+
+Both tests share one child-process cluster (starting one costs three TensorFlow imports); a
+server a test killed is restarted, as a fresh process on its port, before the next test runs.
+The parameter-server test comes first: it restarts the server it killed itself (to resume), so
+the worker test finds the cluster whole and nothing is restarted for it.
 """
 
 from __future__ import annotations
@@ -67,11 +73,81 @@ def _wait_for_first_evaluation(workdir: str, process: subprocess.Popen) -> dict:
     raise TimeoutError("no evaluation within 180 s")
 
 
-@pytest.fixture
-def cluster():
+def _restart_dead_servers(cluster: local_cluster.ChildProcessCluster) -> None:
+    """Starts a fresh server process (``trainers.train --serve``, as ``start_child_processes``
+    does) for each server of ``cluster`` that has exited, on its port; waits for them."""
+    restarted = []
+    for (job, index), process in cluster.processes.items():
+        if process.poll() is not None:
+            cluster.processes[(job, index)] = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "trainers.train",
+                    f"--serve={job}:{index}",
+                    f"--cluster_spec={json.dumps(cluster.spec)}",
+                ],
+                cwd=ROOT,
+                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            restarted.append((job, index))
+    for job, index in restarted:
+        local_cluster._wait_for_port(
+            cluster.spec[job][index], cluster.processes[(job, index)], timeout=120
+        )
+
+
+@pytest.fixture(scope="module")
+def shared_cluster():
     cluster = local_cluster.start_child_processes(num_workers=2)
     yield cluster
     cluster.close()
+
+
+@pytest.fixture
+def cluster(shared_cluster):
+    """The module's cluster with every server up (a server an earlier test killed restarted)."""
+    _restart_dead_servers(shared_cluster)
+    return shared_cluster
+
+
+def test_parameter_server_killed_gives_clear_error_and_resumable_checkpoint(cluster, tmp_path):
+    workdir = str(tmp_path / "run")
+    output_path = str(tmp_path / "output.txt")
+    with open(output_path, "w") as output:
+        coordinator = _start_coordinator(cluster.spec, workdir, output)
+        try:
+            _wait_for_first_evaluation(workdir, coordinator)
+            time.sleep(0.5)
+            cluster.kill("ps", 0)
+            coordinator.wait(timeout=300)
+        finally:
+            if coordinator.poll() is None:
+                coordinator.kill()
+    stderr = _read(output_path)
+    assert coordinator.returncode == 3, stderr[-3000:]
+    checkpoint = os.path.join(workdir, "checkpoints", f"ckpt-{EVAL_EVERY}")
+    assert (
+        f"error: a parameter server stopped answering after step {EVAL_EVERY} "
+        f"(UnavailableError). Last checkpoint: {checkpoint}. Restart the parameter server"
+    ) in stderr
+    # What the message says to do: restart the parameter server (with none of its variables),
+    # rerun the same command.
+    _restart_dead_servers(cluster)
+    with open(output_path, "w") as output:
+        resumed = _start_coordinator(cluster.spec, workdir, output)
+        try:
+            resumed.wait(timeout=300)
+        finally:
+            if resumed.poll() is None:
+                resumed.kill()
+    assert resumed.returncode == 0, _read(output_path)[-3000:]
+    result = json.loads(_read(os.path.join(workdir, "result.json")))
+    assert result["start_step"] == EVAL_EVERY
+    assert result["completed_steps"] == NUM_STEPS
+    assert [h["step"] for h in result["history"]] == [1000]
 
 
 def test_worker_killed_mid_run_training_continues_and_reports_retries(cluster, tmp_path):
@@ -96,39 +172,3 @@ def test_worker_killed_mid_run_training_continues_and_reports_retries(cluster, t
     assert 1 <= result["retried_steps"] <= STEPS_PER_CLOSURE
     assert 0 <= result["duplicate_updates"] <= result["retried_steps"]
     assert result["updates_applied"] == NUM_STEPS + result["duplicate_updates"]
-
-
-def test_parameter_server_killed_gives_clear_error_and_resumable_checkpoint(cluster, tmp_path):
-    workdir = str(tmp_path / "run")
-    output_path = str(tmp_path / "output.txt")
-    with open(output_path, "w") as output:
-        coordinator = _start_coordinator(cluster.spec, workdir, output)
-        try:
-            _wait_for_first_evaluation(workdir, coordinator)
-            time.sleep(0.5)
-            cluster.kill("ps", 0)
-            coordinator.wait(timeout=300)
-        finally:
-            if coordinator.poll() is None:
-                coordinator.kill()
-    stderr = _read(output_path)
-    assert coordinator.returncode == 3, stderr[-3000:]
-    checkpoint = os.path.join(workdir, "checkpoints", f"ckpt-{EVAL_EVERY}")
-    assert (
-        f"error: a parameter server stopped answering after step {EVAL_EVERY} "
-        f"(UnavailableError). Last checkpoint: {checkpoint}. Restart the parameter server"
-    ) in stderr
-    cluster.close()
-
-    restarted = local_cluster.start_child_processes(num_workers=2)
-    try:
-        with open(output_path, "w") as output:
-            resumed = _start_coordinator(restarted.spec, workdir, output)
-            resumed.wait(timeout=300)
-    finally:
-        restarted.close()
-    assert resumed.returncode == 0, _read(output_path)[-3000:]
-    result = json.loads(_read(os.path.join(workdir, "result.json")))
-    assert result["start_step"] == EVAL_EVERY
-    assert result["completed_steps"] == NUM_STEPS
-    assert [h["step"] for h in result["history"]] == [1000]
