@@ -186,7 +186,17 @@ def test_a_per_example_loss_that_reduces_is_named_when_fit_traces(wrapper, compi
 
 
 def _fit_with_auto_echo(delay, initial_factor, steps_per_execution=1, strategy=None):
-    """Fits a ~40 ms step on batches whose upstream takes ``delay`` s each; returns History."""
+    """Fits 2 epochs of a ~10-40 ms step on batches whose upstream takes ``delay`` s each;
+    returns the epochs' factors and the last wait fraction.
+
+    The batches' shape is not fully defined, so the echo stage takes its per-element path,
+    which reads the factor once per 64 upstream batches: within a run the echo stays at the
+    initial factor, and a throttled step waits for a fresh batch (the run takes ~``delay`` per
+    step). Each observation moves the factor halfway to e / (1 - wait fraction), so a throttled
+    run needs observations, not length: 2 x 16 steps give 31 at one step per call, 2 x 32 give
+    15 at 4 per call. A fast run (``delay=0``) decays the factor by ``decay`` per second of
+    observed steps, so it keeps 2 x 32 steps (~0.4 s or more) to get below 1.5.
+    """
     auto = echoing.AutoEcho(
         max_factor=8, initial_factor=initial_factor, decay=0.01, window_seconds=0.5
     )
@@ -214,12 +224,15 @@ def _fit_with_auto_echo(delay, initial_factor, steps_per_execution=1, strategy=N
             keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             steps_per_execution=steps_per_execution,
         )
-    history = model.fit(train, steps_per_epoch=32, epochs=2, callbacks=[callback], verbose=0)
+    steps_per_epoch = max(16, 8 * steps_per_execution) if delay else 32
+    history = model.fit(
+        train, steps_per_epoch=steps_per_epoch, epochs=2, callbacks=[callback], verbose=0
+    )
     # One observation per call of fit's train function, but the first (tracing) one. Under a
     # strategy the distributed iterator prefetches batches onto the replicas, so on a busy
     # machine a call can find its batch's stamp taken before it began (no stamp of its own):
     # CI saw 57 of 63 on a loaded machine. Most calls must still be observed.
-    expected = 64 // steps_per_execution - 1
+    expected = 2 * steps_per_epoch // steps_per_execution - 1
     if strategy is None:
         assert callback.observations == expected
     else:
