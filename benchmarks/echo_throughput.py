@@ -263,7 +263,7 @@ def plot(rows: list[dict], path: Path) -> None:
     figure.savefig(path, dpi=90)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=7, help="best-of trials per pipeline")
     parser.add_argument(
@@ -273,7 +273,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     parser.add_argument("--output", type=Path, default=RESULTS / "echo_throughput.json")
     parser.add_argument("--plot-only", action="store_true", help="redraw the PNG from the JSON")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.plot_only:
         plot(json.loads(args.output.read_text())["rows"], args.output.with_suffix(".png"))
         return
