@@ -100,8 +100,12 @@ def _config(settings: dict, seed: int, mode: str, num_workers: int, strategy: st
     return config
 
 
-def _child(job: dict) -> None:
-    """Runs one configuration (sync, or every async mode on one cluster); prints JSON lines."""
+def _child(jobs: list[dict]) -> None:
+    """Runs configurations (sync, or every async mode on one cluster) in turn; prints JSON lines.
+
+    At most one of them may be a cluster's, and it must come last: a ParameterServerStrategy
+    cannot be disconnected from its cluster.
+    """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from absl import logging
 
@@ -110,31 +114,37 @@ def _child(job: dict) -> None:
     logging.set_verbosity(logging.WARNING)
     import tensorflow as tf
 
-    settings, seed, workers = job["settings"], job["seed"], job["num_workers"]
-    if workers == 0:
-        runs = [("sync", tf.distribute.get_strategy(), "default")]
-    else:
-        cluster = local_cluster.start_in_process(workers)
-        strategy = tf.distribute.experimental.ParameterServerStrategy(cluster.resolver)
-        runs = [(mode, strategy, "parameter_server") for mode in ASYNC_MODES]
-    for mode, strategy, strategy_name in runs:
-        config = _config(settings, seed, mode, max(workers, 1), strategy_name)
-        result = async_experiment.train_and_evaluate(config, None, strategy)
-        result.update(seed=seed, num_workers=workers, method=mode)
-        print("RESULT " + json.dumps(result), flush=True)
+    if any(job["num_workers"] for job in jobs[:-1]):
+        raise ValueError(f"only the last configuration of a child may use a cluster: {jobs}")
+    for job in jobs:
+        settings, seed, workers = job["settings"], job["seed"], job["num_workers"]
+        if workers == 0:
+            runs = [("sync", tf.distribute.get_strategy(), "default")]
+        else:
+            cluster = local_cluster.start_in_process(workers)
+            strategy = tf.distribute.experimental.ParameterServerStrategy(cluster.resolver)
+            runs = [(mode, strategy, "parameter_server") for mode in ASYNC_MODES]
+        for mode, strategy, strategy_name in runs:
+            config = _config(settings, seed, mode, max(workers, 1), strategy_name)
+            result = async_experiment.train_and_evaluate(config, None, strategy)
+            result.update(seed=seed, num_workers=workers, method=mode)
+            print("RESULT " + json.dumps(result), flush=True)
 
 
-def _run_children(settings: dict) -> list[dict]:
+def _run_children(settings: dict, *, one_child: bool = False) -> list[dict]:
+    """Each configuration in a child process of its own; with ``one_child`` (--quick: one seed,
+    one cluster), all of them in one child, synchronous SGD first, so that the quick run starts
+    Python and TensorFlow once."""
     results = []
     jobs = [
         {"settings": settings, "seed": seed, "num_workers": workers}
         for seed in settings["seeds"]
         for workers in [0, *settings["worker_counts"]]
     ]
-    for job in jobs:
+    for group in [jobs] if one_child else [[job] for job in jobs]:
         began = time.perf_counter()
         completed = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "--child", json.dumps(job)],
+            [sys.executable, os.path.abspath(__file__), "--child", json.dumps(group)],
             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""),
             capture_output=True,
             text=True,
@@ -147,11 +157,11 @@ def _run_children(settings: dict) -> list[dict]:
             if line.startswith("RESULT ")
         ]
         if completed.returncode != 0 or not found:
-            raise RuntimeError(f"benchmark child {job} failed:\n{completed.stderr[-4000:]}")
+            raise RuntimeError(f"benchmark child {group} failed:\n{completed.stderr[-4000:]}")
         results += found
+        configurations = ", ".join(f"seed {j['seed']} workers {j['num_workers']}" for j in group)
         print(
-            f"seed {job['seed']} workers {job['num_workers']}: "
-            f"{len(found)} runs in {time.perf_counter() - began:.0f} s",
+            f"{configurations}: {len(found)} runs in {time.perf_counter() - began:.0f} s",
             flush=True,
         )
     return results
@@ -413,7 +423,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = _settings(args.quick)
     began = time.perf_counter()
     flops = measure_flops(settings["model"], settings["batch_size"], settings["worker_counts"])
-    runs = _run_children(settings)
+    runs = _run_children(settings, one_child=args.quick)
     rows = summarise(runs, settings)
     result = {
         "headline": headline(rows, flops),
