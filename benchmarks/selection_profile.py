@@ -61,7 +61,9 @@ def milliseconds_per_call(function, repeats: int) -> float:
 class Profiled:
     """One method at one Boss width, set up as ``selection.py`` runs it (seed 0, lr 0.05)."""
 
-    def __init__(self, data: dict, method: str, width: int, train_every: int):
+    def __init__(
+        self, data: dict, method: str, width: int, train_every: int, autotune: bool = True
+    ):
         n = len(data["y"])
         keras.utils.set_random_seed(0)
         model = mnist1d_cnn(data["x"].shape[1:], 10, width=width)
@@ -97,7 +99,14 @@ class Profiled:
             # example has been seen, not the first epoch, which keeps every unseen example.
             rng = np.random.default_rng(0)
             self.run.table.update(np.arange(n), rng.exponential(size=n).astype(np.float32))
-        self.iterator = iter(source.batch(128, drop_remainder=True).prefetch(2))
+        batches = source.batch(128, drop_remainder=True).prefetch(2)
+        if not autotune:
+            # Deleting an autotuned iterator can wait for the autotuner's next pass, seconds
+            # after a life this short (iterator_teardown.py): --quick turns it off.
+            options = tf.data.Options()
+            options.autotune.enabled = False
+            batches = batches.with_options(options)
+        self.iterator = iter(batches)
         self.batch = next(self.iterator)
         self.out = self.run.step(self.batch)  # traces the step
 
@@ -139,14 +148,16 @@ class Profiled:
             self.assist.close()
 
 
-def profile_width(data: dict, width: int, steps: int, rounds: int, train_every: int) -> dict:
+def profile_width(
+    data: dict, width: int, steps: int, rounds: int, train_every: int, autotune: bool = True
+) -> dict:
     """Every method's parts, then their time together in interleaved rounds.
 
     The machine's speed drifts by tens of percent over minutes, more than the overheads measured;
     timing each method's ``steps / rounds`` batches in turn, round after round, lets each round's
     ratio to ``full`` compare runs taken seconds apart.
     """
-    profiled = {method: Profiled(data, method, width, train_every) for method in METHODS}
+    profiled = {method: Profiled(data, method, width, train_every, autotune) for method in METHODS}
     results = {method: one.parts(steps) for method, one in profiled.items()}
     per_round = {method: [] for method in METHODS}
     for _ in range(rounds):
@@ -205,7 +216,9 @@ def main(argv: list[str] | None = None) -> dict:
     data = selection.load_mnist1d(args.num_samples, args.cache)
     results = {}
     for width in args.widths:
-        results[str(width)] = profile_width(data, width, args.steps, args.rounds, args.train_every)
+        results[str(width)] = profile_width(
+            data, width, args.steps, args.rounds, args.train_every, autotune=not args.quick
+        )
         for method, timings in results[str(width)].items():
             shown = {
                 key: v if v is None or isinstance(v, list) else round(v, 2)
