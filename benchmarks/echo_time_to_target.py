@@ -90,6 +90,9 @@ def _base_config(args, seed: int):
     config.checkpoint_every_steps = 10**9
     config.checkpoint_iterator = False
     config.timing_steps = 0
+    # --quick: seconds-long runs, whose autotuned iterators' teardown waits would only add
+    # time (data config autotune, iterator_teardown.py), as in the smoke configs.
+    config.data.autotune = not args.quick
     return config
 
 
