@@ -102,6 +102,16 @@ def pruning(num_examples: int, seed: int, args) -> tuple[echoing.LossTable, echo
     return table, stage
 
 
+def quick_options(dataset: tf.data.Dataset, args) -> tf.data.Dataset:
+    """``dataset``; in a --quick run, without tf.data's autotuner, whose teardown can wait for
+    its next pass each time a seconds-old iterator is deleted (iterator_teardown.py)."""
+    if not args.quick:
+        return dataset
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
+
+
 def make_step(net, optimizer):
     """A user's ``tf.function`` step: the weighted mean loss; returns the per-example losses."""
     loss_fn = per_example_loss()
@@ -171,6 +181,7 @@ def run_loop(data, seed, args, prune: bool, stream: bool = False) -> dict:
             batch_size=args.batch_size,
             drop_remainder=True,
         ).prefetch(tf.data.AUTOTUNE)
+    batches = quick_options(batches, args)
     steps, start = 0, time.perf_counter()
     for epoch in range(args.epochs):
         optimizer.learning_rate.assign(cosine(epoch, args))
@@ -202,6 +213,7 @@ def run_fit(data, seed, args, prune: bool) -> dict:
         train = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(y), seed=seed)
         train = train.batch(args.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
         model = net
+    train = quick_options(train, args)
     if prune:  # LossFeedback trains on per_example_loss's mean: no loss to compile
         model.compile(optimizer)
     else:
@@ -240,8 +252,10 @@ def run_trainer(seed, args, prune: bool, config_name="mnist1d", image=False) -> 
     config.warmup_steps = min(config.warmup_steps, config.num_steps // 4)
     config.eval_every_steps = config.num_steps  # evaluated once, at the end
     if args.quick:
-        # R (timed after training, on a second model it traces) is not what a quick run checks.
+        # R (timed after training, on a second model it traces) is not what a quick run checks;
+        # nor is the autotuner (see quick_options), off as in the smoke configs.
         config.timing_steps = 0
+        config.data.autotune = False
     with tempfile.TemporaryDirectory() as workdir:
         summary = experiment.run(config, workdir)
         rows = [
@@ -284,6 +298,7 @@ def profile_pipelines(data, args, repeats: int = 3) -> dict:
             drop_remainder=True,
         ),
     }
+    pipelines = {name: quick_options(pipeline, args) for name, pipeline in pipelines.items()}
     seconds = {name: [] for name in pipelines}
     for _ in range(repeats):  # interleaved, so that drift falls on every pipeline alike
         for name, pipeline in pipelines.items():
