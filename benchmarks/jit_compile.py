@@ -36,7 +36,7 @@ MODELS = (("mnist1d_cnn", (40, 1), 128), ("resnet_small", (32, 32, 3), 32))
 VARIANTS = ("plain", "pgd")
 
 
-def _trainer(model_name, input_shape, batch_size, variant, jit_compile, weights):
+def _trainer(model_name, input_shape, batch_size, variant, jit_compile, weights, autotune=True):
     model = models.build_model(model_name, input_shape, 10)
     model.set_weights(weights)
     batch = {
@@ -45,6 +45,13 @@ def _trainer(model_name, input_shape, batch_size, variant, jit_compile, weights)
         "id": tf.range(batch_size, dtype=tf.int64),
     }
     cached = timing.cached_batch(tf.data.Dataset.from_tensors(batch))
+    if not autotune:
+        # --quick (run inside the tests' process): deleting an autotuned iterator, when the
+        # garbage collector gets to the trainer, can wait up to a minute for the autotuner's
+        # next pass (iterator_teardown.py).
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        cached = cached.with_options(options)
     priority_feedback = None
     if variant == "pgd":
         priority_feedback = echoing.PriorityFeedback(
@@ -59,11 +66,11 @@ def _trainer(model_name, input_shape, batch_size, variant, jit_compile, weights)
     )
 
 
-def measure(model_name, input_shape, batch_size, variant, *, steps, repeats) -> dict:
+def measure(model_name, input_shape, batch_size, variant, *, steps, repeats, autotune=True) -> dict:
     keras.utils.set_random_seed(0)
     weights = models.build_model(model_name, input_shape, 10).get_weights()
     trainers = {
-        jit: _trainer(model_name, input_shape, batch_size, variant, jit, weights)
+        jit: _trainer(model_name, input_shape, batch_size, variant, jit, weights, autotune)
         for jit in (False, True)
     }
     seconds = {False: [], True: []}
@@ -130,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     selected = (("mnist1d_mlp", (40,), 32),) if args.quick else MODELS
     steps, repeats = (3, 1) if args.quick else (args.steps, args.repeats)
     rows = [
-        measure(name, shape, batch, variant, steps=steps, repeats=repeats)
+        measure(name, shape, batch, variant, steps=steps, repeats=repeats, autotune=not args.quick)
         for name, shape, batch in selected
         for variant in VARIANTS
     ]
