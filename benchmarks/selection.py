@@ -177,6 +177,16 @@ class Run:
         return float(np.mean(np.argmax(logits, 1) == data["y_test"]))
 
 
+def quick_options(dataset: tf.data.Dataset, args) -> tf.data.Dataset:
+    """``dataset``; in a --quick run, without tf.data's autotuner, whose teardown can wait for
+    its next pass each time an epoch's iterator is deleted (iterator_teardown.py)."""
+    if not args.quick:
+        return dataset
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
+
+
 def train(data: dict, method: str, seed: int, args, learning_rate: float, budget=None) -> dict:
     """One run; ``budget`` (steps) is the short schedule's length. Returns its curve."""
     n = len(data["y"])
@@ -209,7 +219,7 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
         )
         source = source.apply(stage)
     batch_size = args.batch_size * (args.select_pool if selecting else 1)
-    dataset = source.batch(batch_size, drop_remainder=True).prefetch(2)
+    dataset = quick_options(source.batch(batch_size, drop_remainder=True).prefetch(2), args)
     steps_per_epoch = n // batch_size
     epochs = args.epochs if budget is None else math.ceil(budget / steps_per_epoch)
     total_steps = budget or epochs * steps_per_epoch
@@ -221,6 +231,7 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
         start, epoch_steps = time.perf_counter(), 0
         if epoch == annealed_from:
             dataset = unfiltered.batch(batch_size, drop_remainder=True).prefetch(2)
+            dataset = quick_options(dataset, args)
         iterator = iter(dataset)  # deleted after the clock stops: see iterator_teardown.py
         for batch in iterator:
             if budget is not None and run.steps >= budget:
