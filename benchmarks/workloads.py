@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.text_seeds, args.auto = 1, 1, 0
-        args.timing_steps, args.rate_batches = 3, 3
+        args.timing_steps, args.rate_batches = 1, 1  # after 3 warm-up batches or steps
     runs, rates, text_stats = kept_from(args.output, args) if not args.quick else ([], {}, None)
     for name in args.workloads:
         workload = WORKLOADS[name]
