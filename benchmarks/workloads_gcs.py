@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--output", type=Path, default=RESULTS / "workloads_gcs.json")
     args = parser.parse_args(argv)
     if args.quick:
-        args.seeds, args.auto, args.timing_steps, args.rate_batches = 1, 0, 3, 3
+        args.seeds, args.auto, args.timing_steps, args.rate_batches = 1, 0, 1, 1
     with tempfile.TemporaryDirectory() as directory:
         train_glob, eval_glob, num_classes = write_shards(args, directory)
         with ThrottledBucket(megabits_per_second=args.megabits) as bucket:
