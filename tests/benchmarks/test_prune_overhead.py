@@ -11,18 +11,15 @@ def bench(load_benchmark):
 
 
 @pytest.fixture(scope="module")
-def quick(run_quick_benchmark, tmp_path_factory):
+def quick(bench, tmp_path_factory):
+    # In this process, where the bench fixture imported the script (and TensorFlow) already: a
+    # child would start both again. --quick runs its pipelines without the autotuner, so no
+    # iterator it leaves to the garbage collector waits on one at teardown.
     data_dir = tmp_path_factory.mktemp("prune_overhead_data")
-    return json.loads(
-        run_quick_benchmark(
-            "prune_overhead",
-            "--no-image",
-            "--paths",
-            "hand,loop,fit,trainer",
-            "--data-dir",
-            str(data_dir),
-        ).read_text()
-    )
+    output = data_dir / "prune_overhead.json"
+    arguments = ["--quick", "--no-image", "--paths", "hand,loop,fit,trainer"]
+    bench.main([*arguments, "--data-dir", str(data_dir), "--output", str(output)])
+    return json.loads(output.read_text())
 
 
 def test_quick_run_measures_every_path_full_and_pruned(quick):
