@@ -4,6 +4,7 @@ r"""PASSM+ where the paper runs it: shared-memory workers vs tuned synchronous S
     python benchmarks/async_partitioned.py --backend=shared_memory --quick  # ~30 s, tested
     python benchmarks/async_shared_memory.py [--quick]                      # the same
     python benchmarks/async_partitioned.py --backend=shared_memory --workloads=resnet_small
+    python benchmarks/async_shared_memory.py --worker-counts=1,2 --async-momentum=0.5  # ablation
 
 Writes ``benchmarks/results/async_shared_memory.json`` and ``.png`` (``*_quick.*`` for --quick,
 or ``--output FILE.json``) and prints a markdown table. For each workload (the MNIST-1D CNN; the
@@ -104,6 +105,8 @@ def _config(workload: tuple, setup: dict, method: str, c: int, rate: float, seed
         decay_fractions=tuple(setup["decay_fractions"]),
         steps_per_closure=setup["steps_per_call"],
     )
+    if not synchronous and setup.get("async_momentum") is not None:
+        config.momentum = setup["async_momentum"]  # the ablation: async momentum on its own
     if method == "sync_large":
         config.batch_size *= c
         config.num_steps //= c
@@ -387,7 +390,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="~30 s smoke run (tested)")
     parser.add_argument("--output", help="JSON path (PNG beside it); default results/")
     parser.add_argument("--workloads", help="comma-separated subset, e.g. resnet_small")
-    args, _ = parser.parse_known_args(argv)
+    parser.add_argument("--worker-counts", help="comma-separated c, e.g. 1,2 (default 1,2,4)")
+    parser.add_argument(
+        "--async-momentum", type=float, help="momentum of the async methods only (default: sync's)"
+    )
+    args = parser.parse_args(argv)  # an unknown or misspelt option is an error, not ignored
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.path.insert(0, ROOT)
     from absl import logging
@@ -400,6 +407,9 @@ def main(argv: list[str] | None = None) -> None:
         if unknown:
             parser.error(f"--workloads: unknown {unknown}; choose from {list(setup['workloads'])}")
         setup["workloads"] = {name: setup["workloads"][name] for name in names}
+    if args.worker_counts:
+        setup["worker_counts"] = [int(c) for c in args.worker_counts.split(",")]
+    setup["async_momentum"] = args.async_momentum
     began = time.perf_counter()
     result = {"headline": {}, "settings": setup, "workloads": {}}
     for index, (name, workload) in enumerate(setup["workloads"].items()):

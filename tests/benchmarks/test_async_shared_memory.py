@@ -101,3 +101,43 @@ def test_an_unknown_workload_is_named_with_the_choices(load_benchmark, capsys):
     with pytest.raises(SystemExit):
         load_benchmark("async_shared_memory").main(["--quick", "--workloads=cifar"])
     assert "--workloads: unknown ['cifar']; choose from ['mnist1d_mlp']" in capsys.readouterr().err
+
+
+def test_the_cost_model_decomposes_the_quick_run(quick, load_benchmark, tmp_path):
+    path, _ = quick
+    copy = tmp_path / "result.json"
+    copy.write_text(path.read_text())
+    load_benchmark("async_cost_model").main([str(copy)])
+    (workload,) = json.loads(copy.read_text())["workloads"].values()
+    model = workload["cost_model"]
+    times = workload["step_times"]
+    mean_block = sum(times["block_step_seconds"]) / 2
+    assert model["restricted_speedup"] == pytest.approx(times["full_step_seconds"] / mean_block)
+    rows = {(r["method"], r["num_workers"]): r for r in workload["summary"]}
+    for method in ("assm", "passm", "passm_plus"):
+        terms = model[method]
+        r = 1.0 if method == "assm" else model["restricted_speedup"]
+        alone = rows[("assm", 1)]["median_updates_per_second"]
+        # e(2) is the measured rate of two workers over twice one worker's (JSON keys are str).
+        expected = rows[(method, 2)]["median_updates_per_second"] / (2 * alone * r)
+        assert terms["concurrency_efficiency"]["2"] == pytest.approx(expected)
+        rates = terms["updates_per_second_ratio"]
+        sync_rate = rows[("sync", 1)]["median_updates_per_second"]
+        measured = rows[(method, 2)]["median_updates_per_second"] / sync_rate
+        assert rates["2"] == pytest.approx(measured)  # c · e · r · alone / sync: the rate
+        assert rates["16"] == pytest.approx(2 * rates["8"])  # e = 1 beyond the measured c
+        # Time to target: null without a run that reached it, else the rate times η.
+        kappa, predicted = terms["staleness_cost_kappa"], terms["predicted_speedup"]
+        assert (kappa is None) == all(v is None for v in terms["statistical_efficiency"].values())
+        if kappa is None:
+            assert predicted["16"] is None
+        else:
+            assert predicted["16"] == pytest.approx(rates["16"] / (1 + 15 * kappa))
+
+
+def test_the_staleness_fit_recovers_its_cost(load_benchmark):
+    fit = load_benchmark("async_cost_model").fit_staleness_cost
+    kappa = 0.3
+    points = {c: 1 / (1 + kappa * (c - 1)) for c in (2, 4)}
+    assert fit(points) == pytest.approx(kappa)
+    assert fit({2: None}) == 0.0  # no point reached the target: no fit
