@@ -36,7 +36,6 @@ or ``close``.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -53,6 +52,7 @@ from echoing._src.assist.options import LearnerOptions
 from echoing._src.assist.threshold import LossThreshold
 from echoing._src.assist.training import AssistantTrainer
 from echoing._src.core.background import BackgroundWorker, WorkerClosedError
+from echoing._src.core.types import ClosesOnExit
 
 _OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(LearnerOptions))
 
@@ -62,7 +62,7 @@ def _option(name: str) -> property:
     return property(lambda self: getattr(self.options, name), doc=f"``options.{name}``.")
 
 
-class AssistantLearner:
+class AssistantLearner(ClosesOnExit):
     """Bounded-queue background trainer of an Assistant from (features, labels, losses).
 
     Args:
@@ -197,17 +197,6 @@ class AssistantLearner:
     def close(self) -> None:
         """Stops the thread (pending feedback is discarded) and re-raises its error, if any."""
         self._worker.close()
-
-    def __enter__(self) -> AssistantLearner:
-        return self
-
-    def __exit__(self, exc_type, exc_value, traceback) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            # Do not mask the caller's exception with the thread's.
-            with contextlib.suppress(Exception):
-                self.close()
 
     def stats(self) -> dict[str, float]:
         """Learner statistics so far.

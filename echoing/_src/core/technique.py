@@ -47,7 +47,6 @@ every technique, through these methods and nothing else:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -55,7 +54,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from echoing._src.core.types import DatasetTransformation
+from echoing._src.core.types import ClosesOnExit, DatasetTransformation
 
 
 class Insertion(NamedTuple):
@@ -120,7 +119,7 @@ class Context:
     num_examples: Callable[[], int] | None = None
 
 
-class Technique:
+class Technique(ClosesOnExit):
     """Base class: every hook does nothing, so a technique overrides only what it changes."""
 
     name: str = "technique"
@@ -168,17 +167,6 @@ class Technique:
 
     def close(self) -> None:
         pass
-
-    def __enter__(self) -> Technique:
-        return self
-
-    def __exit__(self, exc_type, exc_value, traceback) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            # Do not mask the exception that ended the run with one from closing.
-            with contextlib.suppress(Exception):
-                self.close()
 
 
 def selects_rows(technique: Technique) -> bool:

@@ -10,6 +10,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import tensorflow as tf
@@ -21,3 +22,21 @@ DatasetTransformation = Callable[[tf.data.Dataset], tf.data.Dataset]
 def is_positive_int(value) -> bool:
     """Whether ``value`` is a Python int >= 1 (``True`` is a bool, not a count)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+class ClosesOnExit:
+    """``with obj:`` calls ``obj.close()`` on the way out; when the block raised, an error from
+    closing is suppressed so that it never masks the one that ended the block."""
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            with contextlib.suppress(Exception):
+                self.close()
