@@ -17,7 +17,7 @@ HEADLINE = {
 @pytest.fixture(scope="module")
 def quick_results(run_quick_benchmark, data_dir):
     # In a process of its own: gcsfs must first be imported with the emulator's address set.
-    # A cap that the quick run's reads (about ten passes over ~3 MB of train shards) wait on
+    # A cap that the quick run's reads (several passes over ~3 MB of train shards) wait on
     # for about half a second, not seconds; test_network_bucket checks that a cap holds.
     output = run_quick_benchmark("workloads_gcs", "--data-dir", data_dir, "--megabits", "400")
     return json.loads(output.read_text()), output
