@@ -261,6 +261,7 @@ def plot(rows: list[dict], path: Path) -> None:
     figure.suptitle("echo throughput (best of trials; higher is better)")
     figure.tight_layout()
     figure.savefig(path, dpi=90)
+    plt.close(figure)  # the tests run main() in their process
 
 
 def main(argv: list[str] | None = None) -> None:
