@@ -195,7 +195,8 @@ def _fit_with_auto_echo(delay, initial_factor, steps_per_execution=1, strategy=N
     step). Each observation moves the factor halfway to e / (1 - wait fraction), so a throttled
     run needs observations, not length: 2 x 16 steps give 31 at one step per call, 2 x 32 give
     15 at 4 per call. A fast run (``delay=0``) decays the factor by ``decay`` per second of
-    observed steps, so it keeps 2 x 32 steps (~0.4 s or more) to get below 1.5.
+    observed steps, so it takes 2 x 64 steps: on a fast machine a step is 5-10 ms, and 2 x 32
+    steps (0.3 s) sometimes left the factor above 1.5.
     """
     auto = echoing.AutoEcho(
         max_factor=8, initial_factor=initial_factor, decay=0.01, window_seconds=0.5
@@ -224,7 +225,7 @@ def _fit_with_auto_echo(delay, initial_factor, steps_per_execution=1, strategy=N
             keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             steps_per_execution=steps_per_execution,
         )
-    steps_per_epoch = max(16, 8 * steps_per_execution) if delay else 32
+    steps_per_epoch = max(16, 8 * steps_per_execution) if delay else 64
     history = model.fit(
         train, steps_per_epoch=steps_per_epoch, epochs=2, callbacks=[callback], verbose=0
     )
@@ -247,11 +248,12 @@ def test_auto_echo_under_fit_rises_on_a_throttled_pipeline_and_falls_to_one_on_a
     # 100 ms upstream per batch against a ~40 ms step: input-bound, the factor goes up.
     factors, _ = _fit_with_auto_echo(0.1, 1.0, steps_per_execution)
     assert factors[-1] >= 2.0
-    # No upstream cost: every batch is ready before its step, so no wait is measured (fit's
-    # dispatch of the step is not wait) and a factor of 4 decays to ~1.
+    # No upstream cost: every batch is ready before its step, so almost no wait is measured
+    # (fit's dispatch of the step is not wait; scheduling noise reached 3% once in 8 runs,
+    # against ~90% when throttled) and a factor of 4 decays to ~1.
     factors, wait_fraction = _fit_with_auto_echo(0.0, 4.0, steps_per_execution)
     assert factors[-1] < 1.5
-    assert wait_fraction < 0.02
+    assert wait_fraction < 0.05
 
 
 @pytest.mark.parametrize(
