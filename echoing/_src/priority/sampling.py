@@ -308,29 +308,19 @@ def priority_sample(
         the reserved keys ``"id"``/``"sample_weight"``, or a ``PrioritySampler`` argument is
         invalid.
     """
-    share = None
-    if input_context is not None:
-        share = pipeline_share(table, input_context, batch_size, seed)
-    elif isinstance(table, ShardedPriorityTable):
-        raise TypeError(
-            "a ShardedPriorityTable is selected from per input pipeline: pass the input_context "
-            "your dataset_fn receives (strategy.distribute_datasets_from_function), or use a "
-            "PriorityTable."
-        )
+    share = pipeline_share(table, input_context, batch_size, seed)
     sampler = PrioritySampler(
-        share.table if share else table,
-        batch_size=share.batch_size if share else batch_size,
+        share.table,
+        batch_size=share.batch_size,
         top_ratio=top_ratio,
         renew_ratio=renew_ratio,
-        seed=share.seed if share else seed,
+        seed=share.seed,
         mode=mode,
         alpha=alpha,
         importance_exponent=importance_exponent,
     )
     examples = random_access_source(source, keys=keys)
     check_source_size(examples, table.num_examples)
-    if share is None:
-        return sampled_batches(sampler, examples, start_step=start_step)
     return sampled_batches(
         sampler,
         examples,

@@ -155,17 +155,27 @@ class PipelineShare:
 
 def pipeline_share(
     table: ShardedPriorityTable | PriorityTable,
-    input_context: tf.distribute.InputContext,
+    input_context: tf.distribute.InputContext | None,
     global_batch_size: int,
     seed: int | None,
 ) -> PipelineShare:
-    """This input pipeline's share of a prioritized selection (``priority_sample``'s sharded
-    case): pipeline ``i`` of ``P`` selects ``global_batch_size / P`` examples a step from
-    ``table.shards[i]`` and splits them over the ``num_replicas_in_sync / P`` replicas it feeds.
+    """This input pipeline's share of a prioritized selection (``priority_sample``): pipeline
+    ``i`` of ``P`` selects ``global_batch_size / P`` examples a step from ``table.shards[i]`` and
+    splits them over the ``num_replicas_in_sync / P`` replicas it feeds. Without an
+    ``input_context`` the one pipeline selects the whole batch from the whole (unsharded) table.
 
     Raises:
       TypeError / ValueError: see ``echoing.priority_sample`` (``input_context``).
     """
+    if input_context is None:
+        if isinstance(table, ShardedPriorityTable):
+            raise TypeError(
+                "a ShardedPriorityTable is selected from per input pipeline: pass the "
+                "input_context your dataset_fn receives (strategy.distribute_datasets_from_"
+                "function), or use a PriorityTable."
+            )
+        # PrioritySampler checks the table and the batch size with the other arguments.
+        return PipelineShare(table, global_batch_size, 0, 1, 1, seed)
     if not isinstance(input_context, tf.distribute.InputContext):
         raise TypeError(
             f"input_context must be the tf.distribute.InputContext given to the dataset_fn of "
