@@ -47,9 +47,8 @@ def downstream_seconds(config, strategy, num_steps: int | None = None) -> float:
     """Seconds per train step of a fresh model copy on one cached batch (no input cost)."""
     # From a meter-free, echo-free pipeline: the run's counters never see this batch.
     datasets = inputs.make_datasets(config)
-    cached = timing.cached_batch(datasets.train)
-    trainer = _fresh_trainer(config, datasets, strategy, lambda: cached)
-    return timing.seconds_per_step(trainer.train, num_steps=num_steps or config.timing_steps)
+    (seconds,) = _downstream_rounds(config, strategy, datasets, num_steps or config.timing_steps, 1)
+    return seconds
 
 
 def _fresh_trainer(config, datasets, strategy, make_train) -> loop.Trainer:
@@ -108,7 +107,7 @@ def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
         pipelines.make_datasets(unaugmented, seed=config.seed).train, num_batches=steps
     )
     _progress(f"timing the train step on a cached batch ({ROUNDS} rounds of {per_round} steps)")
-    t_downs = _downstream_rounds(config, strategy, datasets, per_round)
+    t_downs = _downstream_rounds(config, strategy, datasets, per_round, ROUNDS)
     _progress(f"training {steps} steps with the input pipeline, for the input wait")
     trainer = _fresh_trainer(config, datasets, strategy, lambda: datasets.train)
     trainer.train(3)  # traces
@@ -144,11 +143,11 @@ def _progress(message: str) -> None:
     print(f"diagnose: {message}...", file=sys.stderr, flush=True)
 
 
-def _downstream_rounds(config, strategy, datasets, steps: int) -> list[float]:
+def _downstream_rounds(config, strategy, datasets, steps: int, rounds: int) -> list[float]:
     """t_down of each round: one fresh model copy (traced once) on one cached batch."""
     cached = timing.cached_batch(datasets.train)
     trainer = _fresh_trainer(config, datasets, strategy, lambda: cached)
-    return [timing.seconds_per_step(trainer.train, num_steps=steps) for _ in range(ROUNDS)]
+    return [timing.seconds_per_step(trainer.train, num_steps=steps) for _ in range(rounds)]
 
 
 def _verdict(ratio_low: float, ratio_high: float) -> str:
