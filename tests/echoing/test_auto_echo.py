@@ -1,5 +1,7 @@
 """Tests for the live echo factor and the AutoEcho controller."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -18,6 +20,76 @@ def test_a_live_factor_changes_an_already_built_dataset(implementation):
     factor.assign(1.5)
     counts = np.bincount([int(x) for x in dataset], minlength=50)
     assert set(np.unique(counts)) == {1, 2}
+
+
+def _outputs_before_the_new_factor(dataset_fn, *, consumed=10):
+    """Outputs of ``dataset_fn().apply(auto.echo())`` that pass after the controller moves the
+    factor from 1 to 3 before the first input echoed 3 times, ``consumed`` outputs in.
+
+    Every input is distinct, so at factor 1 no output repeats; the first run of three equal
+    outputs is the first input that read the new factor.
+    """
+    auto = echoing.AutoEcho(max_factor=8.0)
+    iterator = iter(dataset_fn().apply(auto.echo()))
+    for _ in range(consumed):
+        next(iterator)
+    auto.factor.assign(3.0)
+    keys = []
+    for element in iterator:
+        keys.append(
+            repr(
+                [
+                    t.to_list() if hasattr(t, "to_list") else t.numpy().tolist()
+                    for t in tf.nest.flatten(element, expand_composites=False)
+                ]
+            )
+        )
+        if len(keys) >= 3 and keys[-1] == keys[-2] == keys[-3]:
+            return len(keys) - 3
+    raise AssertionError("the new factor never showed")
+
+
+def _examples(count, shape=(), dtype=tf.int64):
+    return tf.data.Dataset.range(count).map(lambda i: tf.fill(shape, tf.cast(i, dtype)))
+
+
+def _labelled(count):
+    return tf.data.Dataset.range(count).map(
+        lambda i: {"inputs": tf.fill([40], tf.cast(i, tf.float32)), "label": i % 10, "id": i}
+    )
+
+
+def _tokens(count):
+    # Variable-length sequences (text): 1 to 5 tokens.
+    return tf.data.Dataset.range(count).map(lambda i: tf.fill([i % 5 + 1], i))
+
+
+# (elements, the most outputs that may pass at the old factor). Examples are decided in groups
+# (256 on the vectorised path, which a parallel copying map may compute up to about one per core
+# ahead; 64 per element): a few batches. Batches are training steps: the factor must take effect
+# at the next batch (it read 54-92 batches late before echo read it per batch).
+_AHEAD = 256 * (2 + (os.cpu_count() or 1))
+FACTOR_LAGS = {
+    "scalar examples": (lambda: _examples(2000 + 2 * _AHEAD), _AHEAD),
+    "labelled examples": (lambda: _labelled(2000 + 2 * _AHEAD), _AHEAD),
+    "large examples": (lambda: _examples(200, [128, 128, 3], tf.uint8), 64),
+    "batches of scalars": (lambda: _examples(4000).batch(8), 1),
+    "batches, drop_remainder": (lambda: _examples(4000, [40]).batch(8, drop_remainder=True), 1),
+    "labelled batches": (lambda: _labelled(8000).batch(32), 1),
+    "labelled batches, drop_remainder, prefetched": (
+        lambda: _labelled(8000).batch(32, drop_remainder=True).prefetch(2),
+        1,
+    ),
+    "image batches": (lambda: _examples(2000, [32, 32, 3], tf.uint8).batch(16), 1),
+    "padded token batches": (lambda: _tokens(4000).padded_batch(8), 1),
+    "ragged token batches": (lambda: _tokens(4000).ragged_batch(8), 1),
+}
+
+
+@pytest.mark.parametrize("elements", list(FACTOR_LAGS))
+def test_a_new_factor_takes_effect_within_a_bounded_number_of_outputs(elements):
+    dataset_fn, most = FACTOR_LAGS[elements]
+    assert _outputs_before_the_new_factor(dataset_fn) <= most
 
 
 def test_a_live_factor_must_be_a_float_scalar():

@@ -1,0 +1,201 @@
+"""What the library reads of a dataset's own structure: which stages come before it.
+
+Example::
+
+    import tensorflow as tf
+    import echoing
+    from echoing._src.core import dataset_graph
+
+    batches = tf.data.Dataset.range(8).batch(4).prefetch(1)
+    print(dataset_graph.comes_out_of_batch(batches))  # True
+    examples = tf.data.Dataset.range(8).apply(echoing.echo(2)).batch(4)
+    print(dataset_graph.echo_feeds_batch(examples))  # True: an example's copies share a batch
+    print(dataset_graph.echo_feeds_batch(examples.unbatch().shuffle(8).batch(4)))  # False
+
+tf.data has no public API for a dataset's graph. ``Dataset._inputs()``, which tf.data itself
+uses to merge options and for ``__debug_string__``, links each dataset to the datasets it reads;
+the kinds of stage are recognised by the types that the public methods (``batch``, ``shuffle``,
+...) return, not by private class names, and the serialized graph (``_as_serialized_graph``) is
+not used: it copies every constant, a whole in-memory data set for ``from_tensor_slices``. Every
+function here answers "unknown" (``None``, or no warning) when the walk fails or meets a stage it
+does not know, so that an inspection never breaks or slows a user's pipeline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+
+import tensorflow as tf
+
+# The attribute echo sets on the dataset it returns: (its input dataset, whether echo shuffles).
+_ECHO_ATTRIBUTE = "_echoing_echo_stage"
+# Stages walked at most (a pipeline has tens; this bounds a pathological graph).
+_MAX_STAGES = 10_000
+
+
+def mark_echo(echoed: tf.data.Dataset, input_dataset: tf.data.Dataset, *, shuffled: bool) -> None:
+    """Records on ``echoed`` that it is an echo stage's output, reading ``input_dataset``."""
+    # A dataset that refuses attributes is just not inspected.
+    with contextlib.suppress(Exception):
+        setattr(echoed, _ECHO_ATTRIBUTE, (input_dataset, bool(shuffled)))
+
+
+def comes_out_of_batch(dataset: tf.data.Dataset) -> bool | None:
+    """Whether ``dataset``'s elements come out of a batching stage (``batch``, ``padded_batch``,
+    ``ragged_batch``, ``bucket_by_sequence_length``, ...) with no ``unbatch`` after it; ``None``
+    when the walk meets a source or a stage it cannot see through (``flat_map``, ``interleave``)."""
+    try:
+        return _batched(dataset, _kinds(), 0)
+    except Exception:
+        return None
+
+
+def elements_are_batches(dataset: tf.data.Dataset) -> bool:
+    """Whether ``dataset``'s elements are batches: by its stages where they say so, else by its
+    element spec (every component has the same leading dimension, unknown as ``batch()`` leaves
+    it or shared by several components; an example's scalar label or id says "example")."""
+    batched = comes_out_of_batch(dataset)
+    if batched is not None:
+        return batched
+    specs = tf.nest.flatten(dataset.element_spec)
+    shapes = [getattr(spec, "shape", None) for spec in specs]
+    if not shapes or any(shape is None or shape.rank is None or shape.rank < 1 for shape in shapes):
+        return False
+    leading = {shape[0] for shape in shapes}
+    return len(leading) == 1 and (None in leading or len(shapes) > 1)
+
+
+def echo_feeds_batch(dataset: tf.data.Dataset) -> bool:
+    """Whether an ``echoing.echo`` stage without ``buffer_size`` reaches a batching stage in
+    ``dataset`` with no ``shuffle`` (or ``unbatch``) in between, so that an element's copies land
+    in the same batch. Stages it does not know end the search along their branch."""
+    try:
+        kinds = _kinds()
+        # (dataset, whether a batch follows with no shuffle between, unbatches that follow with
+        # no batch of theirs yet), walked towards the source. A batch that a later unbatch
+        # undoes groups nothing: the batch that counts is the last one.
+        pending, walked = [(dataset, False, 0)], 0
+        while pending and walked < _MAX_STAGES:
+            node, batch_follows, unbatches = pending.pop()
+            walked += 1
+            echo = getattr(node, _ECHO_ATTRIBUTE, None)
+            if echo is not None:
+                input_dataset, shuffled = echo
+                if batch_follows and not shuffled:
+                    return True
+                pending.append((input_dataset, False, 0))  # an earlier echo may feed a batch
+                continue
+            kind = type(node)
+            if kind in kinds.batch:
+                if unbatches:
+                    unbatches -= 1
+                else:
+                    batch_follows = True
+            elif kind in kinds.unbatch:
+                unbatches += 1
+            elif kind in kinds.shuffle:
+                batch_follows = batch_follows and bool(unbatches)  # shuffled batches stay whole
+            elif kind not in kinds.transparent:
+                batch_follows = False  # copies may be spread out by a stage we cannot read
+            pending.extend((upstream, batch_follows, unbatches) for upstream in node._inputs())
+        return False
+    except Exception:
+        return False
+
+
+def warn_if_echo_feeds_batch(dataset: tf.data.Dataset, *, fix: str, stacklevel: int = 2) -> None:
+    """One ``UserWarning`` when ``echo_feeds_batch(dataset)``, naming ``fix`` as the remedy."""
+    if echo_feeds_batch(dataset):
+        warnings.warn(
+            "echoing: an echo stage without buffer_size feeds batch() with no shuffle in "
+            "between, so each example's copies land in the same batch (a batch of e copies of "
+            "B/e examples), which is worth little more than the fresh examples alone. "
+            f"{fix}",
+            UserWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
+class _Kinds:
+    """Dataset types by what their stage does, taken from the public methods that build them."""
+
+    def __init__(self):
+        ds = tf.data.Dataset.range(2)
+        batch = ds.batch(1)
+        self.batch = {
+            type(batch),
+            type(ds.batch(1, num_parallel_calls=2)),
+            type(ds.padded_batch(1)),
+            type(ds.ragged_batch(1)),
+            type(ds.sparse_batch(1, [1])),
+            type(batch.rebatch(1)),
+            type(ds.group_by_window(_key, _batch_window, window_size=1)),  # bucketing
+        }
+        unbatch = batch.unbatch()
+        self.unbatch = {type(unbatch)}
+        self.shuffle = {type(ds.shuffle(1))}
+        # Stages that keep an element's copies where they are (in order, or only dropping some).
+        self.transparent = (
+            {
+                type(ds.map(_identity)),
+                type(ds.map(_identity, num_parallel_calls=2)),
+                type(ds.prefetch(1)),
+                type(ds.filter(_always)),
+                type(ds.take(1)),
+                type(ds.skip(1)),
+                type(ds.repeat()),
+                type(ds.cache()),
+                type(ds.with_options(tf.data.Options())),
+                type(ds.apply(tf.data.experimental.assert_cardinality(2))),
+                type(ds.shard(1, 0)),
+                type(ds.ignore_errors()),
+                type(ds.take_while(_always)),
+                type(tf.data.Dataset.zip((ds, ds))),
+                *(type(upstream) for upstream in unbatch._inputs()),
+            }
+            - self.batch
+            - self.unbatch
+            - self.shuffle
+        )
+
+
+@functools.cache
+def _kinds() -> _Kinds:
+    return _Kinds()
+
+
+def _batched(dataset, kinds: _Kinds, depth: int) -> bool | None:
+    if depth > _MAX_STAGES:
+        return None
+    echo = getattr(dataset, _ECHO_ATTRIBUTE, None)
+    if echo is not None:
+        return _batched(echo[0], kinds, depth + 1)  # echo keeps the element kind
+    kind = type(dataset)
+    if kind in kinds.batch:
+        return True
+    if kind in kinds.unbatch:
+        return False
+    if kind not in kinds.transparent and kind not in kinds.shuffle:
+        return None
+    answers = {_batched(upstream, kinds, depth + 1) for upstream in dataset._inputs()}
+    if len(answers) == 1:
+        return answers.pop()
+    return None  # no inputs, or inputs that disagree
+
+
+def _identity(x):
+    return x
+
+
+def _always(_):
+    return True
+
+
+def _key(_):
+    return tf.constant(0, tf.int64)
+
+
+def _batch_window(_, window):
+    return window.batch(1)
