@@ -14,7 +14,9 @@ replica (``pipelines.make_datasets(input_context=...)``), so the techniques' sta
 Assistant filter, ...) and the meters run on every worker over its shard. A technique may
 select the train batches itself instead (priority sampling: ``Technique.train_dataset``).
 Train batches have static shapes (drop_remainder=True; filters come before the fixed-size
-batching), as XLA/TPUs need.
+batching), as XLA/TPUs need. A train pipeline whose echo stage feeds the batch with no shuffle
+between (``data.echo_buffer_size = 0`` before ``after_batch``) warns once: each batch would hold
+an example's copies.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import tensorflow as tf
 
 import pipelines
 from echoing import meters as echo_meters
+from echoing._src.core import dataset_graph
 from echoing.techniques import Technique
 from trainers import loop
 
@@ -89,6 +92,12 @@ def dataset_fns(
             datasets = make_datasets(config, techniques, counts=counts, input_context=context)
             record("train", datasets.train_read_stats)
             dataset = datasets.train
+            dataset_graph.warn_if_echo_feeds_batch(
+                dataset,
+                fix="Set data.echo_buffer_size (e.g. --config.data.echo_buffer_size=10000) to "
+                "shuffle the copies apart, or echo whole batches with "
+                "data.echo_insert='after_batch'.",
+            )
         # The stream never ends (read repeats), but filters hide that from tf.data; said
         # explicitly, MultiWorkerMirrored keeps the static batch shape and skips its per-step
         # "does every worker still have data" all-reduce.

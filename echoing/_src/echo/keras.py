@@ -10,7 +10,7 @@ import warnings
 import keras
 import tensorflow as tf
 
-from echoing._src.core import fit_timing
+from echoing._src.core import dataset_graph, fit_timing
 from echoing._src.core.types import is_positive_int
 from echoing._src.echo.auto_echo import AutoEcho
 
@@ -74,7 +74,17 @@ class AutoEchoCallback(keras.callbacks.Callback):
         self._stamp_checked = False  # whether this fit's stamps were checked (warned once)
 
     def stamp(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """The pipeline's last transformation: records when each batch was ready and taken."""
+        """The pipeline's last transformation: records when each batch was ready and taken.
+
+        Warns (``UserWarning``) when an echo stage without ``buffer_size`` feeds ``batch()`` in
+        ``dataset`` with no shuffle between (``echoing._src.core.dataset_graph``).
+        """
+        dataset_graph.warn_if_echo_feeds_batch(
+            dataset,
+            fix="Shuffle the copies apart: auto.echo(buffer_size=1024) (echo(e, buffer_size=...)"
+            "), or .shuffle(1024) between echo and batch(); or echo after batch() (batch echoing).",
+            stacklevel=3,  # the caller of stamp (Dataset.apply or the user)
+        )
         return self._stamps.stamp(dataset)
 
     def on_train_begin(self, logs=None):
