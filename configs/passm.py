@@ -6,11 +6,12 @@ r"""Asynchronous partitioned SGD (PASSM+) on MNIST-1D with the 1-D CNN; ResNet v
 
 The training binary runs a config with a ``mode`` on the asynchronous trainer
 (``trainers.async_experiment``). On one host (no ``cluster_spec``) that is the shared-memory
-backend: ``num_workers`` worker threads in one process over one model, each with its own input
-offset and momentum, PASSM writing only its block lock-free, ASSM the whole model under a lock
-(``trainers.passm``). ``--config.cluster_spec`` (or ``--strategy=parameter_server`` /
-``--config.backend=parameter_server`` for a loopback cluster) runs the parameter-server backend;
-``--strategy=default`` or ``mirrored`` trains synchronously and logs why.
+backend: ``num_workers`` worker threads in one process over one model, each with its own share of
+the input stream and its own momentum, PASSM writing only its block lock-free, ASSM the whole
+model under a lock (``trainers.passm``). ``--config.cluster_spec`` (or
+``--strategy=parameter_server`` / ``--config.backend=parameter_server`` for a loopback cluster)
+runs the parameter-server backend; ``--strategy=default`` or ``mirrored`` trains synchronously
+and logs why.
 
 Variants (``:arg``): ``""`` MNIST-1D CNN, PASSM+ with 2 workers; ``resnet``: the small ResNet on
 generated 32×32 images; ``smoke``: a few steps of the MLP (seconds); ``resnet_smoke``. Override

@@ -15,7 +15,8 @@ here). Under a synchronous strategy (``strategy = "default"`` / ``"mirrored"``, 
 the run logs a warning and trains synchronously (same momentum update, same steps and
 learning-rate decays). The outer loop is ``trainers.controller``'s, and the data path
 ``pipelines.make_datasets``, as for every run: the arrays ``pipelines.sources.generated`` makes
-(in the dataset graph, so workers need no filesystem), read by every worker from its own offset.
+(in the dataset graph, so workers need no filesystem), one seeded stream dealt out among the
+workers (`train_dataset_fn`).
 """
 
 from __future__ import annotations
@@ -182,16 +183,23 @@ def data_config(config) -> ml_collections.ConfigDict:
 def train_dataset_fn(data: ml_collections.ConfigDict, *, seed: int, num_workers: int):
     """``dataset_fn(worker_index)``: the train pipeline as ``(inputs, label)`` batches.
 
-    Every worker reads the whole seeded stream, from its own offset (worker w starts w/c of an
-    epoch in), so concurrent steps see different examples while every worker still sees every
-    example: PASSM must not give a block only a shard of the data.
+    The c workers split one seeded stream (the synchronous run's order): worker w reads its
+    elements w, w + c, w + 2c, ... (``Dataset.shard`` after the shuffle and repeat), as the paper's
+    processes draw non-overlapping samples of one permutation per epoch. So concurrent steps see
+    different examples, the c workers together see each example once per epoch, as synchronous
+    SGD does, and each worker still sees every example over the epochs (each epoch's shuffle
+    deals it to a worker afresh): PASSM never gives a block only a fixed shard of the data.
+    (Reading the one stream from c offsets instead would have every worker read the same order,
+    shifted: together they would see each example twice per epoch of the stream.)
     """
-    num_examples = len(data.train_arrays.label)
 
     def dataset_fn(worker_index: tf.Tensor) -> tf.data.Dataset:
-        offset = tf.cast(worker_index, tf.int64) * (num_examples // max(num_workers, 1))
-        skip = ("after_read", "worker_offset", lambda dataset: dataset.skip(offset))
-        train = pipelines.make_datasets(data, seed=seed, insertions=[skip]).train
+        insertions = []
+        if num_workers > 1:
+            index = tf.cast(worker_index, tf.int64)
+            split = lambda dataset: dataset.shard(num_workers, index)  # noqa: E731
+            insertions.append(("after_read", "worker_shard", split))
+        train = pipelines.make_datasets(data, seed=seed, insertions=insertions).train
         return train.map(lambda batch: (batch["inputs"], batch["label"]))
 
     return dataset_fn

@@ -19,21 +19,28 @@ def _config(**overrides) -> ml_collections.ConfigDict:
     return config
 
 
-def _first_epoch(dataset_fn, worker: int, num_batches: int) -> np.ndarray:
-    rows = [inputs.numpy() for inputs, _ in dataset_fn(worker).take(num_batches)]
-    return np.concatenate(rows)
+def _examples(dataset_fn, worker: int, num_batches: int, train: np.ndarray) -> list[int]:
+    """The train indices of ``worker``'s first ``num_batches`` batches, in order."""
+    rows = np.concatenate([inputs.numpy() for inputs, _ in dataset_fn(worker).take(num_batches)])
+    return [int(np.flatnonzero((train == row).all(axis=1))[0]) for row in rows]
 
 
-def test_every_worker_reads_every_example_from_its_own_offset():
+def test_the_workers_split_one_stream_and_see_each_example_once_per_epoch():
     data = async_experiment.data_config(_config())
     dataset_fn = async_experiment.train_dataset_fn(data, seed=3, num_workers=2)
     train = np.asarray(data.train_arrays.inputs)
-    # Worker 1 starts half an epoch in: its first 20 examples are worker 0's examples 20-39.
-    zero, one = _first_epoch(dataset_fn, 0, 5), _first_epoch(dataset_fn, 1, 5)
-    np.testing.assert_array_equal(one[:20], zero[20:40])
-    # Worker 0's first epoch is every train example exactly once.
-    order = [int(np.flatnonzero((train == row).all(axis=1))[0]) for row in zero]
-    assert sorted(order) == list(range(40))
+    # 12 epochs of the 40 examples, 20 per worker per epoch (batches of 8).
+    zero, one = (_examples(dataset_fn, w, 30, train) for w in (0, 1))
+    # Each epoch, the two workers' examples together are every example exactly once, as one
+    # synchronous worker's are (reading the stream from two offsets, each example came twice in
+    # the second epoch and none of some others).
+    for epoch in range(12):
+        window = slice(20 * epoch, 20 * (epoch + 1))
+        assert sorted(zero[window] + one[window]) == list(range(40)), epoch
+    # The stream is the synchronous run's, dealt alternately: no example is a worker's alone.
+    sync = _examples(async_experiment.train_dataset_fn(data, seed=3, num_workers=1), 0, 10, train)
+    assert [e for pair in zip(zero[:40], one[:40], strict=True) for e in pair] == sync[:80]
+    assert set(zero) == set(one) == set(range(40))
     inputs, labels = next(iter(dataset_fn(0)))
     assert inputs.shape == (8, 40) and labels.shape == (8,)
 

@@ -28,7 +28,7 @@ The paper (§4) runs c processes on one device over one model in shared memory, 
 minibatches and momentum. Here the c workers are Python threads of one process, each running its
 own compiled steps (`trainers.passm.steps.WorkerSteps`); TensorFlow releases the GIL while a graph
 runs, so their steps overlap on the device's cores (or an accelerator's streams). Worker w reads
-its own input pipeline (``dataset_fn(w)``: its offset of the stream), keeps momentum set w, and
+its own input pipeline (``dataset_fn(w)``: its share of the stream), keeps momentum set w, and
 in PASSM writes only block w (`trainers.block_partition`), lock-free; in ASSM it writes the whole
 model under one ``tf.CriticalSection``. PASSM+ is the schedule's phases
 (`trainers.passm_schedule`); between phases every worker finishes its steps.
