@@ -1,0 +1,270 @@
+r"""Where asynchronous accuracy goes: staleness without threads, threads, and PASSM+'s switches.
+
+    python benchmarks/async_staleness_ablation.py          # results/async_staleness_ablation.json
+    python benchmarks/async_staleness_ablation.py --quick  # seconds (tested)
+    python benchmarks/async_staleness_ablation.py --variants=delayed,concurrent_assm
+
+The MNIST-1D CNN of ``configs/passm.py`` (``num_steps`` updates, batch 32, momentum 0.9, decays
+×0.1 at 50% and 75%), c = 2, each variant at every rate of the grid on the seeds given. The
+input of worker w is ``async_experiment.train_dataset_fn(...)(w)``, exactly the backend's.
+
+- ``sequential``: one worker, one step at a time (synchronous SGD through the backend's steps).
+- ``round_robin``: c workers' compiled ASSM steps (`trainers.passm.steps.WorkerSteps`) one after
+  the other, each with its own momentum buffer; staleness 0.
+- ``delayed``: no threads; every update is the gradient at the parameters of exactly one update
+  earlier (a second copy of the model holds them), applied to the current ones, the workers'
+  momentum sets and inputs taken in turn as in ``round_robin``: staleness exactly 1, the
+  statistical cost of the staleness the concurrent runs measure (mean ≈ 1), nothing else.
+- ``delayed_shared``: ``delayed`` with one momentum buffer for both workers.
+- ``concurrent_assm`` / ``concurrent_passm`` / ``concurrent_passm_plus``: the shared-memory
+  backend (`trainers.passm.SharedMemoryTrainer`), c threads, as the study runs it.
+- ``concurrent_passm_plus_reset``: the same, every momentum buffer zeroed at each phase switch
+  (ASSM ↔ PASSM), which separates the switch from the method.
+
+The headline is each variant's mean final accuracy at its best rate minus ``sequential``'s, in
+points (null for a variant not run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+VARIANTS = (
+    "sequential",
+    "round_robin",
+    "delayed",
+    "delayed_shared",
+    "concurrent_assm",
+    "concurrent_passm",
+    "concurrent_passm_plus",
+    "concurrent_passm_plus_reset",
+)
+FULL = {"num_steps": 1600, "rates": [0.02, 0.05], "seeds": [0, 1], "workers": 2}
+QUICK = {"num_steps": 40, "rates": [0.05], "seeds": [0], "workers": 2}
+
+
+def _config(setup: dict, seed: int):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("passm_config", f"{ROOT}/configs/passm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = module.get_config("")
+    config.update(seed=seed, num_steps=setup["num_steps"], num_workers=setup["workers"])
+    return config
+
+
+def _rate_at(config, rate: float, step: int) -> float:
+    decays = sum(step >= round(f * config.num_steps) for f in config.decay_fractions)
+    return rate * config.decay_factor**decays
+
+
+def train_sequential(setup: dict, variant: str, rate: float, seed: int) -> dict:
+    """``sequential``, ``round_robin``, ``delayed(_shared)``: one thread, one update at a time."""
+    import keras
+    import tensorflow as tf
+
+    from trainers import async_experiment, block_partition, models
+    from trainers.async_partitioned import mean_loss
+    from trainers.async_state import TrainingState
+    from trainers.passm import UpdateMeter
+    from trainers.passm.steps import WorkerSteps
+
+    config = _config(setup, seed)
+    workers = 1 if variant == "sequential" else setup["workers"]
+    data = async_experiment.data_config(config)
+    shape = data.train_arrays.inputs.shape[1:]
+    keras.utils.set_random_seed(seed)
+    model = models.build_model(config.model, shape, data.num_classes)
+    sizes = [int(v.shape.num_elements()) for v in model.trainable_variables]
+    blocks = block_partition.partition_blocks(sizes, workers)
+    sets = 1 if variant == "delayed_shared" else workers
+    state = TrainingState(model, blocks, config.momentum, num_momentum_sets=sets)
+    dataset_fn = async_experiment.train_dataset_fn(data, seed=seed, num_workers=workers)
+    iterators = [iter(dataset_fn(tf.constant(w, tf.int64))) for w in range(workers)]
+    if variant.startswith("delayed"):
+        # The parameters of one update ago: the gradient is taken here, applied to the model.
+        shadow = models.build_model(config.model, shape, data.num_classes)
+        shadow.set_weights(model.get_weights())
+        previous = [v.value for v in shadow.trainable_variables]
+
+        def delayed_step(iterator, rate, momentum_set):
+            features, labels = next(iterator)
+            with tf.GradientTape() as tape:
+                loss = mean_loss(shadow, features, labels)
+            gradients = tape.gradient(loss, previous)
+            before = [tf.identity(p.read_value()) for p in state.parameters]
+            with tf.control_dependencies([*gradients, *before]):
+                written = state.apply(
+                    range(len(previous)), gradients, rate, momentum_set=momentum_set
+                )
+            with tf.control_dependencies(written):
+                return [p.assign(b) for p, b in zip(previous, before, strict=True)]
+
+        functions = [
+            tf.function(lambda it, r, w=w: delayed_step(it, r, w % sets)) for w in range(workers)
+        ]
+    else:
+        meter, lock = UpdateMeter(workers), tf.CriticalSection()
+        steps = [WorkerSteps(model, state, meter, worker=w, lock=lock) for w in range(workers)]
+        compiled, one = [s.function("assm") for s in steps], tf.constant(1)
+        functions = [(lambda it, r, f=f: f(it, r, one)) for f in compiled]
+    for step in range(config.num_steps):
+        worker = step % workers
+        functions[worker](iterators[worker], tf.constant(_rate_at(config, rate, step)))
+    accuracy = async_experiment.make_evaluate(data, seed=seed)(model)
+    keras.backend.clear_session()
+    return {"final_accuracy": accuracy, "staleness_mean": float(variant.startswith("delayed"))}
+
+
+def train_concurrent(setup: dict, variant: str, rate: float, seed: int) -> dict:
+    """The shared-memory backend as ``benchmarks/async_shared_memory.py`` runs it."""
+    import keras
+    import tensorflow as tf
+
+    from trainers import async_experiment, models, passm, passm_schedule
+
+    config = _config(setup, seed)
+    mode = variant.removeprefix("concurrent_").removesuffix("_reset")
+    data = async_experiment.data_config(config)
+
+    def model_fn():
+        keras.utils.set_random_seed(seed)
+        return models.build_model(config.model, data.train_arrays.inputs.shape[1:], 10)
+
+    trainer = passm.SharedMemoryTrainer(
+        model_fn,
+        num_workers=config.num_workers,
+        momentum=config.momentum,
+        steps_per_call=config.steps_per_closure,
+    )
+    if variant.endswith("_reset"):
+        train_chunk, last = trainer._train_chunk, {"mode": None}
+
+        def reset_at_switch(mode, num_steps, learning_rate):
+            if last["mode"] not in (None, mode):
+                for momenta in trainer.state.momentum_sets:
+                    for momentum in momenta:
+                        momentum.assign(tf.zeros_like(momentum))
+            last["mode"] = mode
+            train_chunk(mode, num_steps, learning_rate)
+
+        trainer._train_chunk = reset_at_switch
+    phases = passm_schedule.make_schedule(
+        mode,
+        num_steps=config.num_steps,
+        num_workers=config.num_workers,
+        learning_rate=rate,
+        decay_fractions=tuple(config.decay_fractions),
+        decay_factor=config.decay_factor,
+        assm_warmup_fraction=config.assm_warmup_fraction,
+        assm_window_fraction=config.assm_window_fraction,
+    )
+    result = trainer.run(
+        async_experiment.train_dataset_fn(data, seed=seed, num_workers=config.num_workers),
+        phases,
+        eval_every=config.num_steps,
+        evaluate=async_experiment.make_evaluate(data, seed=seed),
+    )
+    # Each worker's step of each mode is traced once, before training: a phase switch reuses it.
+    traces = {
+        mode: [w.function(mode).experimental_get_tracing_count() for w in trainer.workers]
+        for mode in sorted({phase.mode for phase in phases})
+    }
+    keras.backend.clear_session()
+    kept = ("final_accuracy", "staleness_mean", "staleness_max", "worker_updates")
+    return {**{key: result[key] for key in kept}, "traces_per_worker": traces}
+
+
+def run(setup: dict, variant: str, rate: float, seed: int) -> dict:
+    train = train_concurrent if variant.startswith("concurrent") else train_sequential
+    began = time.perf_counter()
+    result = train(setup, variant, rate, seed)
+    return {"variant": variant, "rate": rate, "seed": seed, **result,
+            "seconds": time.perf_counter() - began}  # fmt: skip
+
+
+def headline(runs: list[dict], rates: list[float]) -> dict[str, float | None]:
+    def best(variant: str) -> float | None:
+        means = [
+            statistics.mean(r["final_accuracy"] for r in group)
+            for rate in rates
+            if (group := [r for r in runs if (r["variant"], r["rate"]) == (variant, rate)])
+        ]
+        return max(means) if means else None
+
+    reference = best("sequential")
+    return {
+        f"{variant}_gap_points_c2": (
+            None if reference is None or best(variant) is None
+            else 100 * (best(variant) - reference)
+        )
+        for variant in VARIANTS
+        if variant != "sequential"
+    } | {"sequential_accuracy": reference}  # fmt: skip
+
+
+def _commit() -> str | None:
+    completed = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return completed.stdout.strip() or None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--variants", help=f"comma-separated subset of {VARIANTS}")
+    parser.add_argument("--rates", help="comma-separated learning rates (default 0.02,0.05)")
+    parser.add_argument("--seeds", help="comma-separated seeds (default 0,1)")
+    parser.add_argument("--output", help="JSON path (default results/async_staleness_ablation)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.path.insert(0, ROOT)
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)
+    setup = dict(QUICK if args.quick else FULL)
+    if args.rates:
+        setup["rates"] = [float(r) for r in args.rates.split(",")]
+    if args.seeds:
+        setup["seeds"] = [int(s) for s in args.seeds.split(",")]
+    variants = args.variants.split(",") if args.variants else list(VARIANTS)
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
+    runs = []
+    for variant in variants:
+        for rate in setup["rates"]:
+            for seed in setup["seeds"]:
+                runs.append(run(setup, variant, rate, seed))
+                print(
+                    f"{variant} lr {rate} seed {seed}: {runs[-1]['final_accuracy']:.4f} "
+                    f"(staleness {runs[-1].get('staleness_mean', 0):.2f})",
+                    flush=True,
+                )
+    result = {
+        "headline": headline(runs, setup["rates"]),
+        "settings": setup,
+        "command": "python benchmarks/async_staleness_ablation.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "commit": _commit(),
+        "runs": runs,
+    }
+    stem = "async_staleness_ablation" + ("_quick" if args.quick else "")
+    path = args.output or os.path.join(RESULTS, stem + ".json")
+    with open(path, "w") as file:
+        json.dump(result, file, indent=1)
+    print(json.dumps(result["headline"], indent=1), f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
