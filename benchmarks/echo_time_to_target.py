@@ -198,17 +198,17 @@ def run_one(scenario: Scenario, variant: dict, seed: int, args) -> dict:
     factor = variant["factor"]
     if variant["variant"] == "auto":
         config.auto_echo_max_factor = float(args.max_echo)
-        config.data.echo_insert = args.auto_insert
+        config.echo_insert = args.auto_insert
         # The factor changes as it runs: evaluate by fresh examples consumed (every eval_every
         # fresh batches, as the fixed variants), after the inner loop that crosses each multiple.
         config.eval_every_fresh_examples = args.eval_every * args.batch_size
     else:
-        config.data.echo = float(factor)
+        config.echo = float(factor)
         if variant["variant"] != "baseline":
-            config.data.echo_insert = variant["variant"]
+            config.echo_insert = variant["variant"]
         if variant["shuffle"]:
             batch_level = variant["variant"] == "after_batch"
-            config.data.echo_buffer_size = (
+            config.echo_buffer_size = (
                 max(2, args.buffer // args.batch_size) if batch_level else args.buffer
             )
         config.eval_every_steps = args.eval_every * factor
@@ -257,7 +257,7 @@ def run_one(scenario: Scenario, variant: dict, seed: int, args) -> dict:
             for record in records
         ]
         row["factor"] = records[-1]["echo_factor"] if records else None
-        row["auto_insert"] = config.data.echo_insert
+        row["auto_insert"] = config.echo_insert
     return row
 
 

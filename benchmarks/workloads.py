@@ -209,9 +209,9 @@ def run_one(workload: Workload, args, variant: dict, seed: int) -> dict:
     baseline = variant["variant"] == "baseline"
     if variant["variant"] == "auto":
         config.auto_echo_max_factor = args.max_echo
-        config.data.echo_insert = workload.auto_insert
+        config.echo_insert = workload.auto_insert
     elif not baseline:
-        config.data.echo, config.data.echo_insert = variant["factor"], variant["variant"]
+        config.echo, config.echo_insert = variant["factor"], variant["variant"]
     config.stop_at_target = not baseline and config.target_accuracy > 0
     if baseline:
         config.timing_steps = args.timing_steps  # R, measured by the trainer after training

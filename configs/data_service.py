@@ -36,8 +36,8 @@ def get_config(arg: str | None = None):
     config = _mnist1d_config("smoke" if args.get("smoke", False) else None)
     config.data.service_address = args.get("address", "local")
     config.data.service_processing_mode = args.get("mode", "parallel_epochs")
-    config.data.echo = args.get("echo", 2.0)
-    config.data.echo_insert = args.get("insert", "after_augment")
+    config.echo = args.get("echo", 2.0)
+    config.echo_insert = args.get("insert", "after_augment")
     # The input position lives in the service's job, which a trainer checkpoint cannot save.
     config.checkpoint_iterator = False
     return config

@@ -66,9 +66,9 @@ def get_config(arg: str | None = None):
     data.batch_size, data.eval_batch_size = 64, 500
     # Checkpoints hold the shuffle buffer (12 KiB per image): keep it small.
     data.shuffle_buffer = 1_000
-    data.echo = args.get("echo", 1.0)
-    data.echo_insert = args.get("insert", "after_augment")
-    data.echo_buffer_size = args.get("buffer", 0)
+    config.echo = args.get("echo", 1.0)
+    config.echo_insert = args.get("insert", "after_augment")
+    config.echo_buffer_size = args.get("buffer", 0)
     config.assist = args.get("assist", False)
     config.assist_reweight = args.get("assist_reweight", False)
     config.learning_rate, config.weight_decay = 2e-3, 1e-4

@@ -6,7 +6,6 @@ Example::
 
     config = pipelines.default_data_config()
     config.num_train, config.num_eval = 1_000, 200  # a tiny MNIST-1D
-    config.echo, config.echo_insert = 2.0, "before_augment"
     datasets = pipelines.make_datasets(config, seed=0)
 """
 
@@ -15,9 +14,11 @@ from __future__ import annotations
 import numbers
 import os
 import re
+import warnings
 
 import ml_collections
 import tensorflow as tf
+from ml_collections import config_dict
 
 SOURCES = ("mnist1d", "tfds", "tfrecord", "arrays", "image_folder", "text")
 AUGMENTATIONS = ("mnist1d", "image", "inception", "none")
@@ -69,9 +70,12 @@ def default_data_config() -> ml_collections.ConfigDict:
     # (random-resized crop while decoding JPEG bytes, then flip; needs encoded images:
     # image_folder, or png/jpeg TFRecords); "none".
     config.augment = "mnist1d"
-    config.echo = 1.0  # 1.0 = no echo
-    config.echo_insert = "before_augment"
-    config.echo_buffer_size = 0  # 0 = no shuffle after echo
+    # Moved: echo is a technique (the run config's echo, echo_insert and echo_buffer_size) or a
+    # stage you insert (make_datasets(insertions=[(point, "echo", echoing.echo(2))])). Still
+    # read, with a FutureWarning, for one more release (moved_echo_fields).
+    config.echo = config_dict.placeholder(float)
+    config.echo_insert = config_dict.placeholder(str)
+    config.echo_buffer_size = config_dict.placeholder(int)
     config.num_parallel_calls = tf.data.AUTOTUNE  # 1 = sequential maps (nothing computed ahead)
     config.prefetch = tf.data.AUTOTUNE
     # tf.data's autotuner (parallelism and buffer sizes tuned while the pipeline runs). Leave it
@@ -95,8 +99,9 @@ def default_data_config() -> ml_collections.ConfigDict:
     # Bytes per gs:// range request: larger means fewer round trips, more memory per file.
     config.gcs_block_size = 8 << 20
     # tf.data service: "" = off; "grpc://host:port" (a dispatcher) or "local" (an in-process
-    # dispatcher + worker on localhost). The stages before echo run on the service workers;
-    # echo and everything after it run in this process.
+    # dispatcher + worker on localhost). The stages before the first inserted stage (echo, a
+    # filter: their state lives in this process) run on the service workers, up to after_augment
+    # when nothing is inserted earlier; the rest runs in this process.
     config.service_address = ""
     config.service_processing_mode = "parallel_epochs"
     return config
@@ -125,8 +130,7 @@ def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.Con
     for key in ("batch_size", "eval_batch_size", "gcs_request_attempts", "gcs_read_attempts"):
         _check_minimum(key, resolved[key], 1)
     _check_minimum("gcs_block_size", resolved.gcs_block_size, 1)
-    for key in ("shuffle_buffer", "echo_buffer_size"):
-        _check_minimum(key, resolved[key], 0)
+    _check_minimum("shuffle_buffer", resolved.shuffle_buffer, 0)
     for key in ("gcs_retry_delay", "gcs_max_retry_delay"):
         if resolved[key] < 0:
             raise ValueError(f"data config {key} must be seconds >= 0, got {resolved[key]!r}.")
@@ -141,11 +145,6 @@ def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.Con
         if resolved[key] is not None:
             _check_integer(key, resolved[key])
             _check_minimum(key, resolved[key], 1)
-    if not resolved.echo > 0:
-        raise ValueError(
-            f"data config echo must be a number > 0 (1.0 = no echo), got {resolved.echo!r}; "
-            "e.g. echo=2.0."
-        )
     if resolved.skip_corrupt and resolved.source not in ("tfrecord", "image_folder"):
         raise ValueError(
             f"data config skip_corrupt applies to source='tfrecord' or 'image_folder' only, got "
@@ -154,6 +153,33 @@ def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.Con
     _check_service(resolved)
     _check_source(resolved)
     return resolved
+
+
+# The data-config keys echo moved out of (see default_data_config); the run config's echo
+# technique has the same three names.
+MOVED_ECHO_KEYS = ("echo", "echo_insert", "echo_buffer_size")
+
+
+def moved_echo_fields(config: ml_collections.ConfigDict) -> dict:
+    """The moved echo keys a data config sets (not None), with a FutureWarning that says where
+    they live now; ``{}`` when it sets none.
+
+    Example::
+
+        config = pipelines.default_data_config()
+        moved_echo_fields(config)  # {}
+    """
+    moved = {key: config[key] for key in MOVED_ECHO_KEYS if config.get(key) is not None}
+    if moved:
+        warnings.warn(
+            f"the data config's {sorted(moved)} moved: echo is a technique of the run config "
+            "(e.g. --config.echo=2 --config.echo_insert=after_augment --config.echo_buffer_size=N) "
+            'or a stage you insert (make_datasets(insertions=[("after_augment", "echo", '
+            "echoing.echo(2))])). The old keys are read for one more release.",
+            FutureWarning,
+            stacklevel=3,
+        )
+    return moved
 
 
 def locked_update(
@@ -218,13 +244,6 @@ def _check_image_folder(config: ml_collections.ConfigDict) -> None:
     if config.image_dir == "":
         _check_minimum("num_train", config.num_train, 1)
         _check_minimum("num_eval", config.num_eval, 1)
-    if config.echo != 1 and config.echo_insert in ("after_read", "before_decode"):
-        raise ValueError(
-            f"data config echo_insert={config.echo_insert!r} cannot echo an image folder: its read "
-            "stage yields file paths and the decode stage reads and decodes each file, so an "
-            "echo there would re-read and re-decode every repeat and save no work. Echo "
-            "after_decode (decoded crops, flipped differently), after_augment or after_batch."
-        )
 
 
 def _check_text(config: ml_collections.ConfigDict) -> None:

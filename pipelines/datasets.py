@@ -2,21 +2,25 @@
 
 Example::
 
+    import echoing
     import pipelines
     from echoing import meters
 
     config = pipelines.default_data_config()
     config.num_train, config.num_eval, config.batch_size = 1_000, 200, 32
-    config.echo, config.echo_insert = 2.0, "after_augment"
     counts = meters.EchoMeters()
-    datasets = pipelines.make_datasets(config, seed=0, meters=counts)
+    datasets = pipelines.make_datasets(
+        config, seed=0, meters=counts, insertions=[("after_augment", "echo", echoing.echo(2.0))]
+    )
     batch = next(iter(datasets.train))  # {"inputs": [32, 40, 1], "label": [32], "id": [32]}
 
 Train stages: ``read`` (source, shuffle, repeat) -> ``decode`` -> ``augment`` -> ``batch`` ->
-``prefetch``; echo goes at ``echo_insert`` (``after_read``, ``before_``/``after_`` any later
-stage): ``before_augment`` echoes raw examples that are then augmented differently,
-``after_augment`` repeats augmented examples, ``after_batch`` repeats whole batches.
-Eval stages: ``read`` -> ``decode`` -> ``batch`` -> ``prefetch``, one pass, no echo.
+``prefetch``. The pipeline itself does not echo, filter or prune: those are stages inserted at a
+named point (``after_read``, ``before_``/``after_`` any later stage), e.g. echo
+``before_augment`` (raw examples, then augmented differently), ``after_augment`` (augmented
+examples repeated) or ``after_batch`` (whole batches). The trainer inserts its techniques'
+stages this way (``echoing.techniques``).
+Eval stages: ``read`` -> ``decode`` -> ``batch`` -> ``prefetch``, one pass, nothing inserted.
 
 Under ``tf.distribute``, pass the ``InputContext`` so every input pipeline (host/worker) reads its
 own shard and batches per replica::
@@ -26,9 +30,10 @@ own shard and batches per replica::
 
     train = strategy.distribute_datasets_from_function(train_dataset_fn)
 
-With ``service_address`` set, the train stages before ``echo_insert`` (read, decode, augment,
-and insertions at earlier points) run on tf.data service workers (``pipelines.service``); echo,
-later insertions and the meters run in this process, after ``distribute()``.
+With ``service_address`` set, the train stages before the first inserted stage (read, decode,
+augment when nothing is inserted earlier) run on tf.data service workers
+(``pipelines.service``); the inserted stages (whose state, a loss table or a learner, lives in
+this process), the stages after them and the meters run here, after ``distribute()``.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from echoing import meters as echo_meters
 from echoing._src.core.technique import Insertion, check_insertions
 from echoing._src.core.types import DatasetTransformation
 from pipelines import augment, service, sources
-from pipelines.config import resolve_data_config
+from pipelines.config import moved_echo_fields, resolve_data_config
 from pipelines.pipeline import Pipeline, Stage
 
 # The insertion point of a stage that chooses the ids to read (loss pruning): on ids, before
@@ -53,6 +58,12 @@ from pipelines.pipeline import Pipeline, Stage
 BEFORE_READ = "before_read"
 # Ids gathered per read op on the by-id path.
 _READ_CHUNK = 256
+# The train pipeline's stages, in order, and the points a stage can be inserted at.
+TRAIN_STAGES = ("read", "decode", "augment", "batch", "prefetch")
+TRAIN_INSERTION_POINTS = Pipeline([Stage(name, None) for name in TRAIN_STAGES]).insertion_points
+# Where a tf.data service ends when no stage is inserted earlier: the per-example work (read,
+# decode, augmentation) runs on its workers.
+_SERVICE_DEFAULT_BOUNDARY = "after_augment"
 # Offsets so that the shuffle, augmentation and echo draws are independent streams of one seed.
 _SEED_OFFSETS = {"shuffle": 0, "augment": 1, "echo": 2, "decode": 3}
 
@@ -60,8 +71,8 @@ _SEED_OFFSETS = {"shuffle": 0, "augment": 1, "echo": 2, "decode": 3}
 def stage_seed(seed: int, stage: str) -> int:
     """The seed ``make_datasets(..., seed=seed)`` gives its stage ``stage``.
 
-    A technique that adds its own stage in place of one of the pipeline's (an AutoEcho stage
-    instead of ``echo``) draws the same stream with it.
+    A stage inserted by a technique draws its own stream of the run's seed this way (echo and
+    AutoEcho draw ``"echo"``'s).
 
     Example::
 
@@ -127,17 +138,17 @@ def make_datasets(
     Args:
       data_config: fields as in ``pipelines.default_data_config()``; missing fields take
         their defaults.
-      seed: seeds shuffling, augmentation and echo; same seed, same stream.
+      seed: seeds shuffling and augmentation; same seed, same stream.
       meters: if given, ``meters.fresh`` counts examples right after ``read`` and
         ``meters.emitted`` counts the rows handed to the trainer, at the very end.
       insertions: more train-pipeline transformations as ``(point, name, transformation)``,
-        e.g. ``("after_augment", "assistant", echoing.assistant_filter(...))``; applied after
-        echo when at the same point, and before ``meters.emitted`` counts.
+        e.g. ``("after_augment", "echo", echoing.echo(2.0))``; several at one point apply in
+        the order given, and before ``meters.emitted`` counts.
       input_context: from ``strategy.distribute_datasets_from_function``. The train split is
-        sharded at the source, ``num_input_pipelines`` ways, before decode, augment, echo and
-        the insertions, so each input pipeline reads only its shard (TFRecord files by file
-        when there are at least as many files as pipelines, else by record) and echo, filters
-        and meters run per pipeline. Batches are per replica
+        sharded at the source, ``num_input_pipelines`` ways, before decode, augment and the
+        insertions, so each input pipeline reads only its shard (TFRecord files by file when
+        there are at least as many files as pipelines, else by record) and the inserted stages
+        (echo, filters) and meters run per pipeline. Batches are per replica
         (``input_context.get_per_replica_batch_size``; drop_remainder=True for train). Eval:
         each input pipeline evaluates its own shard of the eval split, so the pipelines
         together cover it once; sum metrics across them (e.g. ``strategy.reduce(SUM)`` of
@@ -163,6 +174,7 @@ def make_datasets(
         )
     insertions = check_insertions(insertions)
     config = resolve_data_config(data_config)
+    insertions = (*_moved_echo(config, seed), *insertions)
     batch_size = _per_replica(config.batch_size, "batch_size", input_context)
     eval_batch_size = _per_replica(config.eval_batch_size, "eval_batch_size", input_context)
     # Build the pipeline before reading anything, so an unknown insertion point fails at once.
@@ -228,7 +240,8 @@ def _shard(split: sources.SourceSplit, num_pipelines: int, index: int, what: str
 
 def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipeline:
     parallel = _parallelism(config.num_parallel_calls)
-    insertions, sampler = _by_id(config, insertions, split)
+    boundary = _service_boundary(insertions) if config.service_address else None
+    insertions, sampler = _by_id(config, insertions, split, boundary)
 
     def read(_):
         if sampler is not None:
@@ -256,53 +269,65 @@ def _train_pipeline(config, seed, meters, insertions, split, batch_size) -> Pipe
             Stage("prefetch", lambda ds: _prefetch(ds, config.prefetch)),
         ]
     )
-    if config.service_address:
-        # The boundary goes right before echo, so everything upstream of echo (and any
-        # insertion at an earlier point) runs on the service workers and echo runs here.
-        pipeline = pipeline.insert(
-            config.echo_insert,
-            service.distribute(
-                config.service_address, processing_mode=config.service_processing_mode
-            ),
-            name="service",
+    if boundary is not None:
+        distribute = service.distribute(
+            config.service_address, processing_mode=config.service_processing_mode
         )
+        pipeline = pipeline.insert(boundary, distribute, name="service")
     if meters is not None:
-        if config.service_address:
+        if boundary is not None:
             # Host variables cannot travel to a service worker: count what arrives from it,
-            # which is the fresh examples (echo is still to come).
+            # which is the fresh examples (every inserted stage is still to come).
             points = pipeline.insertion_points
-            batched = points.index(config.echo_insert) >= points.index("after_batch")
+            batched = points.index(boundary) >= points.index("after_batch")
             count = meters.fresh.count(rows=batched)
-            pipeline = pipeline.insert(config.echo_insert, count, name="count_fresh")
+            pipeline = pipeline.insert(boundary, count, name="count_fresh")
         else:
             pipeline = pipeline.insert("after_read", meters.fresh.count(), name="count_fresh")
-    if config.echo != 1 or config.echo_buffer_size > 0:
-        pipeline = pipeline.insert(
-            config.echo_insert,
-            echoing.echo(
-                float(config.echo),
-                buffer_size=config.echo_buffer_size or None,
-                seed=stage_seed(seed, "echo"),
-            ),
-            name="echo",
-        )
-    else:
-        # Validate the point even when echo is off, so a typo never goes unnoticed.
-        pipeline.insert(config.echo_insert, lambda ds: ds, name="echo")
     for point, name, transformation in insertions:
         pipeline = pipeline.insert(point, transformation, name=name)
     if meters is not None:
-        # Last, so it sees what the trainer sees even when echo is inserted after prefetch.
+        # Last, so it sees what the trainer sees even when a stage is inserted after prefetch.
         pipeline = pipeline.insert(
             "after_prefetch", meters.emitted.count(rows=True), name="count_emitted"
         )
     return pipeline
 
 
-def _by_id(config, insertions, split):
+def _moved_echo(config, seed: int) -> tuple[Insertion, ...]:
+    """The echo stage a data config still asks for with its moved keys (for one more release,
+    with a FutureWarning: ``pipelines.config.moved_echo_fields``), else nothing."""
+    moved = moved_echo_fields(config)
+    factor, buffer_size = moved.get("echo", 1.0), moved.get("echo_buffer_size", 0)
+    if factor == 1 and not buffer_size:
+        return ()
+    transformation = echoing.echo(
+        float(factor), buffer_size=buffer_size or None, seed=stage_seed(seed, "echo")
+    )
+    return (Insertion(moved.get("echo_insert", "before_augment"), "echo", transformation),)
+
+
+def _service_boundary(insertions) -> str:
+    """Where a tf.data service's work ends: right before the first inserted stage, whose state
+    (a loss table, a learner, a factor) lives in this process and cannot travel to a service
+    worker; after augmentation when nothing is inserted earlier. The ids a pruning stage chooses
+    (``BEFORE_READ``) are dropped here, at the boundary, instead."""
+    points = TRAIN_INSERTION_POINTS
+    inserted = [
+        insertion.point
+        for insertion in insertions
+        if insertion.point != BEFORE_READ and insertion.point in points
+    ]
+    if not inserted:
+        return _SERVICE_DEFAULT_BOUNDARY
+    return min(inserted, key=points.index)
+
+
+def _by_id(config, insertions, split, boundary):
     """``(insertions, sampler)``: the insertion at ``before_read`` becomes the ids to read where
     the split reads by id, else a stage on the raw records (``after_read``, before decoding;
-    with tf.data service, where the service's elements arrive, as host state cannot travel)."""
+    with tf.data service, at the ``boundary`` where its elements arrive, as host state cannot
+    travel)."""
     early = [insertion for insertion in insertions if insertion.point == BEFORE_READ]
     rest = [insertion for insertion in insertions if insertion.point != BEFORE_READ]
     if not early:
@@ -321,7 +346,7 @@ def _by_id(config, insertions, split):
         )
     if split is not None and split.rows is not None and not config.service_address:
         return rest, insertion.transformation
-    point = config.echo_insert if config.service_address else "after_read"
+    point = boundary if boundary is not None else "after_read"
     return [Insertion(point, insertion.name, insertion.transformation), *rest], None
 
 

@@ -88,6 +88,12 @@ class Pipeline:
             points += [f"before_{name}", f"after_{name}"]
         return tuple(points)
 
+    @property
+    def inserted(self) -> tuple[tuple[str, str], ...]:
+        """``(point, name)`` of every inserted transformation, in the order they apply at a
+        point, e.g. ``(("after_augment", "service"), ("after_augment", "echo"))``."""
+        return tuple((insertion.point, insertion.name) for insertion in self._insertions)
+
     def insert(
         self,
         point: str,

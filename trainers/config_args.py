@@ -84,8 +84,8 @@ def set_techniques(config, args: dict[str, object], *, insert: str) -> None:
         set_techniques(config, parse("echo=2,prune=1", TECHNIQUE_ARGUMENTS), insert="after_decode")
     """
     set_echo(config, args)
-    config.data.echo_insert = args.get("insert", insert)
-    config.data.echo_buffer_size = args.get("buffer", 0)
+    config.echo_insert = args.get("insert", insert)
+    config.echo_buffer_size = args.get("buffer", 0)
     config.prune = args.get("prune", False)
     config.prune_ratio = args.get("prune_ratio", 0.5)
 
@@ -96,7 +96,7 @@ def set_echo(config, args: dict[str, object]) -> None:
     Example::
 
         set_echo(config, parse("echo=auto,max_echo=4", {"echo": str, "max_echo": float}))
-        # config.auto_echo_max_factor == 4.0; config.data.echo stays 1
+        # config.auto_echo_max_factor == 4.0; config.echo stays 1
 
     Raises:
       ValueError: ``echo`` is neither a number nor "auto", or ``max_echo`` comes without auto.
@@ -108,7 +108,7 @@ def set_echo(config, args: dict[str, object]) -> None:
     if "max_echo" in args:
         raise ValueError(f"config argument max_echo needs echo=auto, got echo={echo!r}.")
     try:
-        config.data.echo = float(echo)
+        config.echo = float(echo)
     except ValueError as error:
         raise ValueError(
             f"config argument echo={echo!r} must be a float or 'auto', e.g. echo=2."

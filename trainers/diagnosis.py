@@ -37,7 +37,7 @@ def measure_ratio(config, strategy, upstream_stages=()) -> dict[str, float]:
     ``upstream_stages`` are a user's own input stages (insertions), part of t_up.
     """
     upstream = pipelines.make_datasets(
-        inputs.echo_free(config.data), seed=config.seed, insertions=upstream_stages
+        config.data, seed=config.seed, insertions=upstream_stages
     ).train
     t_up = timing.seconds_per_batch(upstream, num_batches=config.timing_steps)
     return {"upstream": t_up, "downstream": downstream_seconds(config, strategy)}
@@ -45,7 +45,7 @@ def measure_ratio(config, strategy, upstream_stages=()) -> dict[str, float]:
 
 def downstream_seconds(config, strategy, num_steps: int | None = None) -> float:
     """Seconds per train step of a fresh model copy on one cached batch (no input cost)."""
-    # From a meter-free, echo-free pipeline: the run's counters never see this batch.
+    # From a pipeline without techniques or meters: the run's counters never see this batch.
     datasets = inputs.make_datasets(config)
     (seconds,) = _downstream_rounds(config, strategy, datasets, num_steps or config.timing_steps, 1)
     return seconds
@@ -98,7 +98,7 @@ def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
     steps = config.diagnose_steps
     per_round = max(1, steps // ROUNDS)
     datasets = inputs.make_datasets(config)
-    unaugmented = inputs.echo_free(config.data)
+    unaugmented = ml_collections.ConfigDict(config.data.to_dict())
     unaugmented.augment = "none"
     _progress(f"timing the input pipeline alone ({ROUNDS} rounds of {per_round} batches)")
     t_ups = [timing.seconds_per_batch(datasets.train, num_batches=per_round) for _ in range(ROUNDS)]
@@ -169,8 +169,8 @@ def format_diagnosis(diagnosis: dict[str, object]) -> str:
         "input_bound": (
             f"verdict: input-bound ({spread}): the step waits for input; recommended: "
             f"echo={diagnosis['echo_factor']:.2f}, insert={diagnosis['echo_insert']} "
-            f"(--config.data.echo={diagnosis['echo_factor']:g} "
-            f"--config.data.echo_insert={diagnosis['echo_insert']})"
+            f"(--config.echo={diagnosis['echo_factor']:g} "
+            f"--config.echo_insert={diagnosis['echo_insert']})"
         ),
         "not_input_bound": (
             f"verdict: not input-bound ({spread}): the input keeps up, so echo would only repeat "

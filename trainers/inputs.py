@@ -11,12 +11,13 @@ Example::
 
 Each input pipeline (one per worker/host) reads its own shard of the source and batches per
 replica (``pipelines.make_datasets(input_context=...)``), so the techniques' stages (echo, the
-Assistant filter, ...) and the meters run on every worker over its shard. A technique may
-select the train batches itself instead (priority sampling: ``Technique.train_dataset``).
-Train batches have static shapes (drop_remainder=True; filters come before the fixed-size
-batching), as XLA/TPUs need. A train pipeline whose echo stage feeds the batch with no shuffle
-between (``data.echo_buffer_size = 0`` before ``after_batch``) warns once: each batch would hold
-an example's copies.
+Assistant filter, ...) and the meters run on every worker over its shard. The pipeline itself
+never echoes: echo is a technique's stage like the others. A technique may select the train
+batches itself instead (priority sampling: ``Technique.train_dataset``). Train batches have
+static shapes (drop_remainder=True; filters come before the fixed-size batching), as XLA/TPUs
+need. A train pipeline whose echo stage feeds the batch with no shuffle between
+(``echo_buffer_size = 0`` before ``after_batch``) warns once: each batch would hold an example's
+copies.
 """
 
 from __future__ import annotations
@@ -33,13 +34,6 @@ from echoing.techniques import Technique
 from trainers import loop
 
 
-def echo_free(data_config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-    """``data_config`` with echo off: echo is a technique's stage, not the pipeline's."""
-    data = ml_collections.ConfigDict(data_config.to_dict())
-    data.echo, data.echo_buffer_size = 1.0, 0
-    return data
-
-
 def technique_stages(techniques: Sequence[Technique]) -> list[tuple]:
     """Every technique's pipeline stages as ``make_datasets`` insertions, in technique order."""
     return [tuple(insertion) for technique in techniques for insertion in technique.stages()]
@@ -48,7 +42,7 @@ def technique_stages(techniques: Sequence[Technique]) -> list[tuple]:
 def make_datasets(config, techniques=(), *, counts=None, input_context=None):
     """``pipelines.make_datasets`` for ``config.data`` with the techniques' stages."""
     return pipelines.make_datasets(
-        echo_free(config.data),
+        config.data,
         seed=config.seed,
         meters=counts,
         insertions=technique_stages(techniques),
@@ -94,9 +88,8 @@ def dataset_fns(
             dataset = datasets.train
             dataset_graph.warn_if_echo_feeds_batch(
                 dataset,
-                fix="Set data.echo_buffer_size (e.g. --config.data.echo_buffer_size=10000) to "
-                "shuffle the copies apart, or echo whole batches with "
-                "data.echo_insert='after_batch'.",
+                fix="Set echo_buffer_size (e.g. --config.echo_buffer_size=10000) to shuffle the "
+                "copies apart, or echo whole batches with --config.echo_insert=after_batch.",
             )
         # The stream never ends (read repeats), but filters hide that from tf.data; said
         # explicitly, MultiWorkerMirrored keeps the static batch shape and skips its per-step

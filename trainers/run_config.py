@@ -17,9 +17,10 @@ a warm-up gets one that scales (``scale_warmup``, which the training binary appl
     print(run_config.scale_warmup(config))  # warm-up: ... warming up for 20 steps ...
     config.warmup_steps  # 20
 
-The data section is ``pipelines.default_data_config()``; the fields of each technique (echo's
-live in the data section, AutoEcho's, the Assistant's, priority sampling's) are added and
-checked by its module in ``echoing.techniques``.
+The data section is ``pipelines.default_data_config()``; the fields of each technique (echo's,
+AutoEcho's, the Assistant's, pruning's, priority sampling's) are added and checked by its module
+in ``echoing.techniques``. Echo's fields were the data section's (``--config.data.echo=2``); a
+config that still sets them there is read, with a FutureWarning, for one more release.
 """
 
 from __future__ import annotations
@@ -142,11 +143,13 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
         )
     given = config.to_dict()
     data = pipelines.resolve_data_config(given.pop("data", {}))
+    given.update(_moved_echo_fields(data, given))
     resolved = pipelines.locked_update(default_config(), given, "config")
     with resolved.unlocked():
         resolved.data = data
     _check_schedule(resolved)
     _check_strategy(resolved)
+    _check_echo_insert(resolved)
     techniques.check_config(resolved)
     _check_target(resolved)
     if resolved.model not in models.MODELS:
@@ -154,6 +157,30 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
             f"config model must be one of {sorted(models.MODELS)}, got {resolved.model!r}."
         )
     return resolved
+
+
+def _moved_echo_fields(data: ml_collections.ConfigDict, given: dict) -> dict:
+    """The echo fields a config still sets in its data section, as run-config fields; the data
+    section's are cleared, so that the pipeline does not echo a second time."""
+    moved = pipelines.moved_echo_fields(data)
+    for key, value in moved.items():
+        default = default_config()[key]
+        if given.get(key, default) not in (default, value):
+            raise ValueError(
+                f"config sets echo's {key} twice: data.{key}={value!r} (its old place) and "
+                f"{key}={given[key]!r}; keep only --config.{key}."
+            )
+        data[key] = None
+    return moved
+
+
+def _check_echo_insert(config: ml_collections.ConfigDict) -> None:
+    # Checked even with echo off, so that a typo never goes unnoticed.
+    if config.echo_insert not in pipelines.TRAIN_INSERTION_POINTS:
+        raise ValueError(
+            f"config echo_insert={config.echo_insert!r} is not a point of the train pipeline; use "
+            f"one of {list(pipelines.TRAIN_INSERTION_POINTS)}, e.g. echo_insert=after_augment."
+        )
 
 
 def _check_schedule(config: ml_collections.ConfigDict) -> None:

@@ -29,11 +29,10 @@ from echoing._src.prune import technique as pruning
 from echoing._src.prune.technique import PruningTechnique
 
 # Every technique a config can name, in the order their stages enter the pipeline when they
-# share an insertion point. Echo comes first and a run's extra techniques (a user's own stages)
-# right after it, the order in which ``pipelines.make_datasets`` applies its own echo and then
-# its insertions.
+# share an insertion point. A run's extra techniques (a user's own stages) come right after
+# echo's: echo repeats what reaches it, and the user's stages see the repeats, as when they
+# apply echo first in their own pipeline.
 MODULES = (echo, assistant, pruning, auto_echo, priority, batch_selection)
-_BEFORE_EXTRA = 1
 
 
 def default_config(config) -> None:
@@ -52,7 +51,8 @@ def from_config(context: Context, extra: Sequence[Technique] = ()) -> list[Techn
     """The techniques ``context.config`` asks for, in ``MODULES`` order, with ``extra`` after
     echo's (see ``MODULES``)."""
     built = [module.from_config(context) for module in MODULES]
-    built[_BEFORE_EXTRA:_BEFORE_EXTRA] = list(extra)
+    after_echo = MODULES.index(echo) + 1
+    built[after_echo:after_echo] = list(extra)
     return [technique for technique in built if technique is not None]
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import echoing
 import pipelines
 from echoing import meters
 
@@ -33,9 +34,12 @@ def dispatcher():
 def test_config_echoes_on_the_trainer_side(dispatcher, data_dir, echo, insert, load_config):
     config = load_config("data_service", f"address={dispatcher},echo={echo},insert={insert},smoke")
     assert config.data.service_address == dispatcher
+    assert (config.echo, config.echo_insert) == (echo, insert)
     config.data.data_dir = data_dir
     counts = meters.EchoMeters()
-    datasets = pipelines.make_datasets(config.data, seed=0, meters=counts)
+    # The echo stage the trainer's echo technique inserts (the service ends right before it).
+    stage = (config.echo_insert, "echo", echoing.echo(config.echo))
+    datasets = pipelines.make_datasets(config.data, seed=0, meters=counts, insertions=[stage])
     batch_size = config.data.batch_size
     assert datasets.train.element_spec["inputs"].shape == [batch_size, 40, 1]
     batches = list(datasets.train.take(2 * echo).as_numpy_iterator())

@@ -167,7 +167,7 @@ def test_stamp_does_not_warn_when_the_copies_are_shuffled_apart(build):
         build(auto).prefetch(2).apply(callback.stamp)
 
 
-TRAINER_FIX = r"data\.echo_buffer_size.*data\.echo_insert='after_batch'"
+TRAINER_FIX = r"--config\.echo_buffer_size=10000.*--config\.echo_insert=after_batch"
 
 
 @pytest.mark.parametrize(

@@ -46,13 +46,13 @@ def _config(**fields):
     ("fields", "names"),
     [
         ({}, []),
-        ({"data_echo": 2.0}, ["echo"]),
-        ({"data_echo_buffer_size": 100}, ["echo"]),
+        ({"echo": 2.0}, ["echo"]),
+        ({"echo_buffer_size": 100}, ["echo"]),
         ({"auto_echo_max_factor": 4.0}, ["auto_echo"]),
         ({"assist": True}, ["assistant"]),
-        ({"data_echo": 2.0, "assist": True}, ["echo", "assistant"]),
+        ({"echo": 2.0, "assist": True}, ["echo", "assistant"]),
         ({"pgd": True}, ["priority"]),
-        ({"prune": True, "data_echo": 2.0}, ["echo", "prune"]),
+        ({"prune": True, "echo": 2.0}, ["echo", "prune"]),
         ({"select_ratio": 0.5, "assist": True}, ["assistant", "select"]),
     ],
 )
@@ -67,7 +67,7 @@ def test_a_config_builds_the_techniques_it_names_in_registry_order(fields, names
 
 def test_extra_techniques_come_right_after_echo():
     extra = techniques.Stages([("before_augment", "mine", lambda ds: ds)])
-    built = techniques.from_config(_context(_config(data_echo=2.0, assist=True)), extra=[extra])
+    built = techniques.from_config(_context(_config(echo=2.0, assist=True)), extra=[extra])
     try:
         assert [technique.name for technique in built] == ["echo", "stages", "assistant"]
     finally:
@@ -76,7 +76,7 @@ def test_extra_techniques_come_right_after_echo():
 
 
 def test_echo_stage_uses_the_pipelines_echo_seed_and_point():
-    config = _config(data_echo=1.5, data_echo_insert="after_batch", data_echo_buffer_size=8)
+    config = _config(echo=1.5, echo_insert="after_batch", echo_buffer_size=8)
     (technique,) = techniques.from_config(_context(config))
     (insertion,) = technique.stages()
     assert (insertion.point, insertion.name) == ("after_batch", "echo")
@@ -142,9 +142,41 @@ def test_priority_technique_selects_its_own_batches_and_replaces_gradients():
 @pytest.mark.parametrize(
     ("fields", "error", "message"),
     [
+        ({"echo": 0.0}, ValueError, r"config echo must be a number > 0 \(1.0 = no echo\)"),
+        ({"echo_buffer_size": -5}, ValueError, "echo_buffer_size must be >= 0"),
+        (
+            {"echo_insert": "after_shuffle"},
+            ValueError,
+            "echo_insert='after_shuffle' is not a point",
+        ),
+        (
+            {
+                "echo": 2.0,
+                "echo_insert": "before_decode",
+                "data_source": "image_folder",
+                "data_image_size": 32,
+            },
+            ValueError,
+            "re-read and re-decode every repeat",
+        ),
+        (
+            {
+                "echo": 2.0,
+                "echo_insert": "after_read",
+                "data_source": "image_folder",
+                "data_image_size": 32,
+            },
+            ValueError,
+            "save no work",
+        ),
+        (
+            {"echo": 3.0, "data_echo": 2.0},
+            ValueError,
+            r"sets echo's echo twice: data.echo=2.0 \(its old place\) and echo=3.0",
+        ),
         ({"auto_echo_max_factor": 0.5}, ValueError, "auto_echo_max_factor must be 0 .off."),
         (
-            {"auto_echo_max_factor": 4.0, "data_echo": 2.0},
+            {"auto_echo_max_factor": 4.0, "echo": 2.0},
             ValueError,
             "sets the echo factor itself",
         ),
@@ -207,3 +239,13 @@ def test_two_techniques_that_select_the_batches_are_refused():
     context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0)
     with pytest.raises(ValueError, match="each select the train batches themselves"):
         train_fn(context)
+
+
+def test_echo_keys_in_the_data_section_move_to_the_technique_with_a_warning():
+    with pytest.warns(FutureWarning, match=r"\['echo', 'echo_buffer_size'\] moved"):
+        config = run_config.resolve_config(_config(data_echo=2.0, data_echo_buffer_size=64))
+    assert (config.echo, config.echo_buffer_size, config.echo_insert) == (2.0, 64, "before_augment")
+    # Cleared where they were, so the pipeline does not echo a second time.
+    assert config.data.echo is None and config.data.echo_buffer_size is None
+    (technique,) = techniques.from_config(_context(config))
+    assert technique.name == "echo" and technique.echo_factor() == 2.0

@@ -2,6 +2,7 @@
 
 import pytest
 
+import echoing
 import pipelines
 
 # Sizes of the tiny MNIST-1D every test shares (generation is ~1.5 ms per example).
@@ -20,6 +21,20 @@ def mnist1d_dir(tmp_path_factory) -> str:
 def tiny_config(mnist1d_dir):
     """``tiny_config(**overrides)`` -> a data config over the shared tiny MNIST-1D."""
     return lambda **overrides: _tiny_config(mnist1d_dir, **overrides)
+
+
+@pytest.fixture
+def echo_at():
+    """``echo_at(point, factor, buffer_size=None, seed=0)`` -> the ``insertions`` that echo at
+    ``point``, seeded as the trainer's echo technique is (``stage_seed(seed, "echo")``)."""
+
+    def insertions(point: str, factor: float, buffer_size: int | None = None, seed: int = 0):
+        echo = echoing.echo(
+            factor, buffer_size=buffer_size, seed=pipelines.stage_seed(seed, "echo")
+        )
+        return [(point, "echo", echo)]
+
+    return insertions
 
 
 @pytest.fixture

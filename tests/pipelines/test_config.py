@@ -1,6 +1,7 @@
 """The data config: defaults, and a clear error for every bad key or value."""
 
 import ml_collections
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -18,9 +19,6 @@ CONTRACT_FIELDS = {
     "train_files": "",
     "eval_files": "",
     "augment": "mnist1d",
-    "echo": 1.0,
-    "echo_insert": "before_augment",
-    "echo_buffer_size": 0,
     "num_parallel_calls": tf.data.AUTOTUNE,
     "prefetch": tf.data.AUTOTUNE,
     "autotune": True,
@@ -34,11 +32,23 @@ def test_default_config_has_every_contract_field():
         assert config[key] == value, key
     for key in ("batch_size", "eval_batch_size", "shuffle_buffer"):
         assert isinstance(config[key], int) and config[key] > 0
+    # Echo is a stage one inserts (or the run config's technique), not the pipeline's.
+    assert all(config[key] is None for key in pipelines.config.MOVED_ECHO_KEYS)
 
 
 def test_partial_config_takes_defaults():
-    resolved = pipelines.resolve_data_config({"echo": 2.0, "batch_size": 4})
-    assert (resolved.echo, resolved.batch_size, resolved.source) == (2.0, 4, "mnist1d")
+    resolved = pipelines.resolve_data_config({"shuffle_buffer": 16, "batch_size": 4})
+    assert (resolved.shuffle_buffer, resolved.batch_size, resolved.source) == (16, 4, "mnist1d")
+
+
+def test_moved_echo_keys_still_echo_for_one_release_with_a_warning(tmp_path):
+    config = {"echo": 2.0, "echo_insert": "after_augment", "num_train": 64, "num_eval": 16}
+    config.update(batch_size=8, data_dir=str(tmp_path))
+    with pytest.warns(FutureWarning, match=r"\['echo', 'echo_insert'\] moved.*--config.echo=2"):
+        datasets = pipelines.make_datasets(config, seed=0)
+    assert datasets.train_pipeline.inserted == (("after_augment", "echo"),)
+    ids = next(iter(datasets.train))["id"].numpy()
+    np.testing.assert_array_equal(ids[0::2], ids[1::2])  # each example twice, adjacent
 
 
 def _with(**overrides):
@@ -60,10 +70,8 @@ def _with(**overrides):
         (_with(batch_size="8"), TypeError, "data config: .*'batch_size'.* 8 is of original type"),
         (_with(eval_batch_size=2.5), TypeError, "'eval_batch_size'.*cannot be casted to .*int"),
         (_with(shuffle_buffer=-1), ValueError, "shuffle_buffer must be >= 0"),
-        (_with(echo_buffer_size=-5), ValueError, "echo_buffer_size must be >= 0"),
         (_with(num_parallel_calls=0), ValueError, "num_parallel_calls must be >= 1"),
         (_with(prefetch=-3), ValueError, "prefetch must be >= 0"),
-        (_with(echo=0.0), ValueError, "echo must be a number > 0"),
         (_with(echo="2"), TypeError, "'echo'.* 2 is of original type <class 'str'>"),
         (_with(echo_insert=3), TypeError, "'echo_insert'.*cannot be casted to type <class 'str'>"),
         (_with(num_train=0), ValueError, "num_train must be >= 1"),
@@ -95,12 +103,12 @@ def test_bad_config(config, error, message):
         pipelines.make_datasets(config, seed=0)
 
 
-@pytest.mark.parametrize("echo", [1.0, 2.0])
-def test_unknown_echo_insert_lists_valid_points_before_reading(echo, tmp_path):
+def test_unknown_insertion_point_lists_valid_points_before_reading(tmp_path):
     # data_dir is empty: the error must come before any data is generated or read.
-    config = _with(echo=echo, echo_insert="after_shuffle", data_dir=str(tmp_path))
+    config = _with(data_dir=str(tmp_path))
+    insertions = [("after_shuffle", "echo", lambda ds: ds)]
     with pytest.raises(ValueError, match="unknown insertion point 'after_shuffle'") as error:
-        pipelines.make_datasets(config, seed=0)
+        pipelines.make_datasets(config, seed=0, insertions=insertions)
     assert "'before_augment', 'after_augment', 'before_batch', 'after_batch'" in str(error.value)
     assert list(tmp_path.iterdir()) == []
 

@@ -55,12 +55,15 @@ def test_mnist1d_second_call_reuses_stored_copy(tiny_config, monkeypatch):
         pipelines.make_datasets(tiny_config(num_train=210), seed=0)
 
 
-def test_same_seed_same_stream(tiny_config):
-    # Seeds shuffle, augmentation and the shuffle after echo.
-    config = tiny_config(echo=2.0, echo_buffer_size=16)
-    first = _take(pipelines.make_datasets(config, seed=0).train, 3)
-    second = _take(pipelines.make_datasets(config, seed=0).train, 3)
-    other = _take(pipelines.make_datasets(config, seed=1).train, 3)
+def test_same_seed_same_stream(tiny_config, echo_at):
+    # Seeds shuffle, augmentation and (through stage_seed) the shuffle after echo.
+    config = tiny_config()
+
+    def stream(seed):
+        echo = echo_at("before_augment", 2.0, buffer_size=16, seed=seed)
+        return _take(pipelines.make_datasets(config, seed=seed, insertions=echo).train, 3)
+
+    first, second, other = stream(0), stream(0), stream(1)
     tf.nest.map_structure(np.testing.assert_array_equal, first, second)
     assert not np.array_equal(first[0]["id"], other[0]["id"])
 
@@ -73,10 +76,11 @@ def test_same_seed_same_stream(tiny_config):
         ("after_augment", True),  # the augmented example itself repeats
     ],
 )
-def test_example_echo_insertion_point(tiny_config, echo_insert, echoes_identical):
-    config = tiny_config(echo=2.0, echo_insert=echo_insert, augment="mnist1d")
-    (batch,) = _take(pipelines.make_datasets(config, seed=0).train, 1)
-    # echo_buffer_size=0: the two echoes of an example are adjacent.
+def test_example_echo_insertion_point(tiny_config, echo_at, echo_insert, echoes_identical):
+    config = tiny_config(augment="mnist1d")
+    insertions = echo_at(echo_insert, 2.0)
+    (batch,) = _take(pipelines.make_datasets(config, seed=0, insertions=insertions).train, 1)
+    # No buffer_size: the two echoes of an example are adjacent.
     first, second = batch["id"][0::2], batch["id"][1::2]
     np.testing.assert_array_equal(first, second)
     assert len(set(first)) == len(first)  # different examples otherwise
@@ -88,17 +92,17 @@ def test_example_echo_insertion_point(tiny_config, echo_insert, echoes_identical
 
 
 @pytest.mark.parametrize("echo_insert", ["after_batch", "after_prefetch"])
-def test_batch_echo_repeats_whole_batches(tiny_config, echo_insert):
-    config = tiny_config(echo=2.0, echo_insert=echo_insert)
-    batches = _take(pipelines.make_datasets(config, seed=0).train, 4)
+def test_batch_echo_repeats_whole_batches(tiny_config, echo_at, echo_insert):
+    datasets = pipelines.make_datasets(tiny_config(), seed=0, insertions=echo_at(echo_insert, 2.0))
+    batches = _take(datasets.train, 4)
     tf.nest.map_structure(np.testing.assert_array_equal, batches[0], batches[1])
     tf.nest.map_structure(np.testing.assert_array_equal, batches[2], batches[3])
     assert not np.array_equal(batches[1]["id"], batches[2]["id"])
 
 
-def test_echo_buffer_size_shuffles_echoes_apart(tiny_config):
-    config = tiny_config(echo=2.0, echo_insert="after_augment", echo_buffer_size=64)
-    batches = _take(pipelines.make_datasets(config, seed=0).train, 20)
+def test_echo_buffer_size_shuffles_echoes_apart(tiny_config, echo_at):
+    insertions = echo_at("after_augment", 2.0, buffer_size=64)
+    batches = _take(pipelines.make_datasets(tiny_config(), seed=0, insertions=insertions).train, 20)
     ids = np.concatenate([b["id"] for b in batches])
     adjacent = np.mean(ids[:-1] == ids[1:])
     # Without the shuffle half of all neighbours are echo pairs; with a 64-element buffer
@@ -122,10 +126,11 @@ READ_AHEAD = 2_000
         (2.0, "after_prefetch"),
     ],
 )
-def test_meters_count_fresh_and_emitted(tiny_config, echo, echo_insert):
+def test_meters_count_fresh_and_emitted(tiny_config, echo_at, echo, echo_insert):
     counts = meters.EchoMeters()
-    config = tiny_config(echo=echo, echo_insert=echo_insert, batch_size=METER_BATCH)
-    datasets = pipelines.make_datasets(config, seed=0, meters=counts)
+    config = tiny_config(batch_size=METER_BATCH)
+    insertions = echo_at(echo_insert, echo)
+    datasets = pipelines.make_datasets(config, seed=0, meters=counts, insertions=insertions)
     for _ in datasets.train.take(EMITTED_BATCHES):
         pass
     emitted = EMITTED_BATCHES * METER_BATCH
@@ -141,10 +146,12 @@ def test_meters_count_fresh_and_emitted(tiny_config, echo, echo_insert):
     assert counts.emitted.value() == emitted
 
 
-def test_fractional_echo_ratio(tiny_config):
+def test_fractional_echo_ratio(tiny_config, echo_at):
     counts = meters.EchoMeters()
-    config = tiny_config(echo=1.5, echo_insert="after_augment", batch_size=METER_BATCH)
-    for _ in pipelines.make_datasets(config, seed=0, meters=counts).train.take(EMITTED_BATCHES):
+    config = tiny_config(batch_size=METER_BATCH)
+    insertions = echo_at("after_augment", 1.5)
+    datasets = pipelines.make_datasets(config, seed=0, meters=counts, insertions=insertions)
+    for _ in datasets.train.take(EMITTED_BATCHES):
         pass
     emitted, fresh = counts.emitted.value(), counts.fresh.value()
     assert emitted <= fresh * 1.5 + 4 * np.sqrt(fresh)  # Binomial(fresh, 0.5) extra echoes, 4σ
@@ -152,10 +159,11 @@ def test_fractional_echo_ratio(tiny_config):
 
 
 @pytest.mark.parametrize("with_meters", [True])
-def test_train_iterator_checkpoint_resumes_the_stream(tiny_config, tmp_path, with_meters):
+def test_train_iterator_checkpoint_resumes_the_stream(tiny_config, echo_at, tmp_path, with_meters):
     counts = meters.EchoMeters() if with_meters else None
-    config = tiny_config(echo=1.5, echo_buffer_size=16)
-    iterator = iter(pipelines.make_datasets(config, seed=0, meters=counts).train)
+    insertions = echo_at("before_augment", 1.5, buffer_size=16)
+    datasets = pipelines.make_datasets(tiny_config(), seed=0, meters=counts, insertions=insertions)
+    iterator = iter(datasets.train)
     next(iterator)
     checkpoint = tf.train.Checkpoint(iterator=iterator)
     path = checkpoint.save(str(tmp_path / "input"))

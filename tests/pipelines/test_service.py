@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import echoing
 import pipelines
 from echoing import meters
 from pipelines import service
@@ -87,36 +88,42 @@ def _rows(dataset, count):
     ],
 )
 def test_example_echo_after_the_service(
-    tiny_config, tiny_sizes, dispatcher, echo, echo_insert, echoes_identical
+    tiny_config, tiny_sizes, dispatcher, echo_at, echo, echo_insert, echoes_identical
 ):
     num_train, _ = tiny_sizes
-    config = tiny_config(echo=float(echo), echo_insert=echo_insert, service_address=dispatcher)
-    datasets = pipelines.make_datasets(config, seed=0)
+    config = tiny_config(service_address=dispatcher)
+    insertions = echo_at(echo_insert, float(echo))
+    datasets = pipelines.make_datasets(config, seed=0, insertions=insertions)
+    # The service ends right before the first inserted stage.
+    assert datasets.train_pipeline.inserted[:2] == ((echo_insert, "service"), (echo_insert, "echo"))
     # Shuffle precedes repeat upstream: the first echo * num_train rows are one epoch, echoed.
     ids, inputs = _rows(datasets.train, echo * num_train)
     grouped = ids.reshape(num_train, echo)
-    assert np.all(grouped == grouped[:, :1])  # echo_buffer_size=0: echoes are adjacent
+    assert np.all(grouped == grouped[:, :1])  # no buffer_size: echoes are adjacent
     assert sorted(grouped[:, 0]) == list(range(num_train))  # each example exactly echo times
     inputs = inputs.reshape(num_train, echo, *inputs.shape[1:])
     same = [np.array_equal(group[0], group[1]) for group in inputs]
     assert all(same) if echoes_identical else not any(same)
 
 
-def test_batch_echo_after_the_service(tiny_config, dispatcher):
-    config = tiny_config(echo=2.0, echo_insert="after_batch", service_address=dispatcher)
-    batches = list(pipelines.make_datasets(config, seed=0).train.take(4).as_numpy_iterator())
+def test_batch_echo_after_the_service(tiny_config, dispatcher, echo_at):
+    config = tiny_config(service_address=dispatcher)
+    datasets = pipelines.make_datasets(config, seed=0, insertions=echo_at("after_batch", 2.0))
+    batches = list(datasets.train.take(4).as_numpy_iterator())
     tf.nest.map_structure(np.testing.assert_array_equal, batches[0], batches[1])
     tf.nest.map_structure(np.testing.assert_array_equal, batches[2], batches[3])
     assert not np.array_equal(batches[0]["id"], batches[2]["id"])
 
 
-def test_meters_count_what_the_service_delivers(tiny_config, dispatcher):
+def test_meters_count_what_the_service_delivers(tiny_config, dispatcher, echo_at):
     # Echo on the trainer side: the service delivers ~1/4 of the rows the trainer sees. Were
     # echo on the worker, fresh (counted on arrival) would be >= emitted.
     counts = meters.EchoMeters()
-    config = tiny_config(echo=4.0, echo_insert="after_augment", service_address=dispatcher)
+    config = tiny_config(service_address=dispatcher)
+    insertions = echo_at("after_augment", 4.0)
     batches = 200
-    for _ in pipelines.make_datasets(config, seed=0, meters=counts).train.take(batches):
+    datasets = pipelines.make_datasets(config, seed=0, meters=counts, insertions=insertions)
+    for _ in datasets.train.take(batches):
         pass
     emitted = batches * config.batch_size
     assert counts.emitted.value() == emitted
@@ -179,17 +186,37 @@ def test_local_service_is_started_once_and_serves():
 
 @pytest.mark.parametrize("num_pipelines", [2])
 def test_service_with_input_pipelines_shards_before_the_service(
-    tiny_config, tiny_sizes, dispatcher, num_pipelines
+    tiny_config, tiny_sizes, dispatcher, echo_at, num_pipelines
 ):
     num_train, _ = tiny_sizes
-    config = tiny_config(echo=2.0, echo_insert="after_augment", service_address=dispatcher)
+    config = tiny_config(service_address=dispatcher)
     shards = []
     for index in range(num_pipelines):
         context = tf.distribute.InputContext(num_pipelines, index, num_pipelines)
-        datasets = pipelines.make_datasets(config, seed=0, input_context=context)
+        datasets = pipelines.make_datasets(
+            config, seed=0, input_context=context, insertions=echo_at("after_augment", 2.0)
+        )
         ids, _ = _rows(datasets.train, 2 * datasets.num_shard_train_examples)
         pairs = ids.reshape(-1, 2)
         assert np.all(pairs[:, 0] == pairs[:, 1])  # echoed here, after the service
         shards.append(set(pairs[:, 0]))
         assert len(shards[-1]) == datasets.num_shard_train_examples  # one epoch of the shard
     assert sum(map(len, shards)) == num_train and set().union(*shards) == set(range(num_train))
+
+
+def test_service_does_the_per_example_work_when_nothing_is_inserted_earlier(
+    tiny_config, tiny_sizes, dispatcher
+):
+    # Nothing inserted: read, decode and augment run on the service workers.
+    config = tiny_config(service_address=dispatcher)
+    datasets = pipelines.make_datasets(config, seed=0)
+    assert datasets.train_pipeline.inserted == (("after_augment", "service"),)
+    # A pruning stage chooses ids where a split reads by id; its loss table cannot travel to a
+    # worker, so with a service it drops examples where the service's elements arrive.
+    num_train, _ = tiny_sizes
+    prune = echoing.loss_prune(echoing.LossTable(num_train), num_epochs=4)
+    datasets = pipelines.make_datasets(config, seed=0, insertions=[("before_read", "prune", prune)])
+    assert datasets.train_pipeline.inserted == (
+        ("after_augment", "service"),
+        ("after_augment", "prune"),
+    )

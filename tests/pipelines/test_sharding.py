@@ -101,10 +101,14 @@ def test_pipelines_cover_each_train_id_once_per_epoch(
         assert train_shards[1] == set(range(FILE_SIZE, 2 * FILE_SIZE))
 
 
-def test_echo_runs_per_pipeline(tiny_config, tiny_sizes):
+def test_echo_runs_per_pipeline(tiny_config, tiny_sizes, echo_at):
     num_train, _ = tiny_sizes
-    config = tiny_config(batch_size=8, echo=2.0, echo_insert="after_augment")
-    datasets = pipelines.make_datasets(config, seed=0, input_context=_context(2, 1, 2))
+    datasets = pipelines.make_datasets(
+        tiny_config(batch_size=8),
+        seed=0,
+        input_context=_context(2, 1, 2),
+        insertions=echo_at("after_augment", 2.0),
+    )
     ids = _ids(datasets.train, num_train)  # two echoes of each of this shard's examples
     values, repeats = np.unique(ids, return_counts=True)
     assert len(values) == num_train // 2 and np.all(repeats == 2)

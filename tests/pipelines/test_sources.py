@@ -122,11 +122,11 @@ def _tfds_images_config(tmp_path, tfds_dir):
     ],
     ids=["arrays", "tfrecord-tensor", "tfrecord-png", "tfrecord-jpeg", "tfds-images"],
 )
-def test_source_through_pipeline_keeps_ids(tmp_path, tfds_dir, make_config, exact):
+def test_source_through_pipeline_keeps_ids(tmp_path, tfds_dir, echo_at, make_config, exact):
     config, shape, expected, expected_labels = make_config(tmp_path, tfds_dir)
     config.augment, config.batch_size, config.eval_batch_size = "none", 8, 5
-    config.shuffle_buffer, config.echo, config.echo_insert = 16, 2.0, "after_decode"
-    datasets = pipelines.make_datasets(config, seed=0)
+    config.shuffle_buffer = 16
+    datasets = pipelines.make_datasets(config, seed=0, insertions=echo_at("after_decode", 2.0))
     assert datasets.input_shape == shape
     assert datasets.num_classes == NUM_CLASSES
     assert datasets.num_train_examples == NUM_TRAIN

@@ -54,8 +54,8 @@ def test_set_techniques_reads_the_shared_arguments(arg, echo, auto_max, insert, 
     config = experiment.default_config()
     args = config_args.parse(arg, config_args.TECHNIQUE_ARGUMENTS)
     config_args.set_techniques(config, args, insert="after_decode")
-    assert (config.data.echo, config.auto_echo_max_factor) == (echo, auto_max)
-    assert (config.data.echo_insert, config.prune) == (insert, prune)
+    assert (config.echo, config.auto_echo_max_factor) == (echo, auto_max)
+    assert (config.echo_insert, config.prune) == (insert, prune)
 
 
 @pytest.mark.parametrize(

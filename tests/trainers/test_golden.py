@@ -135,12 +135,12 @@ ASYNC_HISTORY_KEYS = ("step", "mode", "learning_rate", "loss", "accuracy")
 # name, config overrides (flattened keys), extra metrics.jsonl columns to record.
 CASES = [
     ("baseline", {}, ()),
-    ("echo2_before_augment", {"data.echo": 2.0, "data.echo_insert": "before_augment"}, ()),
-    ("echo2_after_augment", {"data.echo": 2.0, "data.echo_insert": "after_augment"}, ()),
-    ("echo2_after_batch", {"data.echo": 2.0, "data.echo_insert": "after_batch"}, ()),
+    ("echo2_before_augment", {"echo": 2.0, "echo_insert": "before_augment"}, ()),
+    ("echo2_after_augment", {"echo": 2.0, "echo_insert": "after_augment"}, ()),
+    ("echo2_after_batch", {"echo": 2.0, "echo_insert": "after_batch"}, ()),
     (
         "echo1.5_shuffled_after_augment",
-        {"data.echo": 1.5, "data.echo_insert": "after_augment", "data.echo_buffer_size": 64},
+        {"echo": 1.5, "echo_insert": "after_augment", "echo_buffer_size": 64},
         (),
     ),
     (

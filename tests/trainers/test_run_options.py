@@ -72,7 +72,7 @@ def test_the_summary_counts_what_training_consumed_not_the_read_ahead(
     load_config, data_dir, tmp_path, echo, fresh
 ):
     config = _smoke_config(load_config, data_dir)
-    config.num_steps, config.data.echo = 20, echo
+    config.num_steps, config.echo = 20, echo
     summary = experiment.run(config, str(tmp_path))
     assert summary["trained_examples"] == 20 * 32 == 640
     assert summary["fresh_examples_trained"] == fresh

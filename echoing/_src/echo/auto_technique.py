@@ -12,7 +12,7 @@ Example::
     print(technique.scalars())  # {"echo_factor": ..., "input_wait_fraction": 0.6}
 
 Config fields: ``auto_echo_max_factor`` (0 = off, else the factor's upper bound, >= 1); it needs
-``data.echo = 1`` (it owns the factor) and puts its stage at ``data.echo_insert``.
+``echo = 1`` (it owns the factor) and puts its stage at ``echo_insert``.
 """
 
 from __future__ import annotations
@@ -65,9 +65,8 @@ class AutoEchoTechnique(Technique):
 
 
 def default_config(config) -> None:
-    # > 0: an AutoEcho stage at data.echo_insert moves the echo factor within [1, this] after
-    # every inner loop (steps_per_loop steps) from the input wait measured in it (needs
-    # data.echo = 1).
+    # > 0: an AutoEcho stage at echo_insert moves the echo factor within [1, this] after every
+    # inner loop (steps_per_loop steps) from the input wait measured in it (needs echo = 1).
     config.auto_echo_max_factor = 0.0
 
 
@@ -77,10 +76,10 @@ def check_config(config) -> None:
         raise ValueError(
             f"config auto_echo_max_factor must be 0 (off) or a number >= 1, got {auto!r}; e.g. 8."
         )
-    if auto and config.data.echo != 1:
+    if auto and config.echo != 1:
         raise ValueError(
-            f"config auto_echo_max_factor={auto} sets the echo factor itself; set data.echo=1 "
-            f"(got {config.data.echo!r}) or auto_echo_max_factor=0."
+            f"config auto_echo_max_factor={auto} sets the echo factor itself; set echo=1 "
+            f"(got {config.echo!r}) or auto_echo_max_factor=0."
         )
 
 
@@ -90,7 +89,7 @@ def from_config(context: Context) -> AutoEchoTechnique | None:
         return None
     return AutoEchoTechnique(
         config.auto_echo_max_factor,
-        insert=config.data.echo_insert,
-        buffer_size=config.data.echo_buffer_size or None,
+        insert=config.echo_insert,
+        buffer_size=config.echo_buffer_size or None,
         seed=context.stage_seed("echo"),
     )

@@ -10,9 +10,10 @@ Example::
     dataset = tf.data.Dataset.range(3).apply(insertion.transformation)
     print(list(dataset.as_numpy_iterator()))  # [0, 0, 1, 1, 2, 2]
 
-From a run config it reads the data section's ``echo``, ``echo_insert`` and
-``echo_buffer_size`` (``pipelines.default_data_config``); a factor of 1 without a shuffle
-buffer is no technique at all.
+From a run config it reads ``echo``, ``echo_insert`` and ``echo_buffer_size``
+(``--config.echo=2 --config.echo_insert=after_augment``); a factor of 1 without a shuffle
+buffer is no technique at all. Echo has this one owner: the input pipeline never echoes by
+itself.
 """
 
 from __future__ import annotations
@@ -46,22 +47,46 @@ class EchoTechnique(Technique):
 
 
 def default_config(config) -> None:
-    """Echo's fields live in the data section (``pipelines.default_data_config``)."""
-    del config
+    # Each example (or batch) repeated this many times in expectation; 1.0 = no echo.
+    config.echo = 1.0
+    # Where the echo stage goes in the train pipeline (also AutoEcho's): before_augment (raw
+    # examples, augmented differently each repeat), after_augment, after_batch, ...
+    config.echo_insert = "before_augment"
+    # > 0: a shuffle buffer of this many elements right after echo, so that an example's copies
+    # spread over batches; 0 = none.
+    config.echo_buffer_size = 0
 
 
 def check_config(config) -> None:
-    """Checked with the data section (``pipelines.resolve_data_config``)."""
-    del config
+    if not config.echo > 0:
+        raise ValueError(
+            f"config echo must be a number > 0 (1.0 = no echo), got {config.echo!r}; e.g. echo=2."
+        )
+    if config.echo_buffer_size < 0:
+        raise ValueError(
+            f"config echo_buffer_size must be >= 0 (0 = no shuffle after echo), got "
+            f"{config.echo_buffer_size!r}."
+        )
+    if (
+        config.data.source == "image_folder"
+        and config.echo != 1
+        and config.echo_insert in ("after_read", "before_decode")
+    ):
+        raise ValueError(
+            f"config echo_insert={config.echo_insert!r} cannot echo an image folder: its read "
+            "stage yields file paths and the decode stage reads and decodes each file, so an "
+            "echo there would re-read and re-decode every repeat and save no work. Echo "
+            "after_decode (decoded crops, flipped differently), after_augment or after_batch."
+        )
 
 
 def from_config(context: Context) -> EchoTechnique | None:
-    data = context.config.data
-    if data.echo == 1 and not data.echo_buffer_size:
+    config = context.config
+    if config.echo == 1 and not config.echo_buffer_size:
         return None
     return EchoTechnique(
-        float(data.echo),
-        insert=data.echo_insert,
-        buffer_size=data.echo_buffer_size or None,
+        float(config.echo),
+        insert=config.echo_insert,
+        buffer_size=config.echo_buffer_size or None,
         seed=context.stage_seed("echo"),
     )

@@ -10,6 +10,7 @@ import tensorflow as tf
 from absl import logging
 from PIL import Image
 
+import echoing
 import pipelines
 from pipelines.sources import image_folder, images, photos
 
@@ -224,8 +225,6 @@ def test_a_jpeg_garbled_inside_is_skipped_with_skip_corrupt(tmp_path):
     [
         ({"image_size": None}, "needs image_size"),
         ({"eval_fraction": 1.0}, "eval_fraction must be in"),
-        ({"echo": 2.0, "echo_insert": "before_decode"}, "re-read and re-decode every repeat"),
-        ({"echo": 2.0, "echo_insert": "after_read"}, "save no work"),
     ],
 )
 def test_config_errors_for_image_folders(tmp_path, overrides, message):
@@ -234,9 +233,8 @@ def test_config_errors_for_image_folders(tmp_path, overrides, message):
 
 
 def test_echo_after_decode_is_allowed(photo_root):
-    datasets = pipelines.make_datasets(
-        _config(photo_root, echo=2.0, echo_insert="after_decode"), seed=0
-    )
+    echo = ("after_decode", "echo", echoing.echo(2.0))
+    datasets = pipelines.make_datasets(_config(photo_root), seed=0, insertions=[echo])
     ids = next(iter(datasets.train))["id"].numpy()
     assert ids[0] == ids[1] and ids[2] == ids[3]  # each decoded crop, twice
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from absl import logging
 
+import echoing
 import pipelines
 from pipelines.sources import corpus, text
 
@@ -104,14 +105,10 @@ def test_bucketing_keeps_padding_low_and_batches_full(corpus_files, data_dir):
 
 def test_echo_after_decode_repeats_variable_length_sequences(corpus_files, data_dir):
     config = _config(
-        data_dir,
-        echo=2.0,
-        echo_insert="after_decode",
-        shuffle_buffer=0,
-        train_files=corpus_files[0],
-        eval_files=corpus_files[1],
+        data_dir, shuffle_buffer=0, train_files=corpus_files[0], eval_files=corpus_files[1]
     )
-    batch = next(iter(pipelines.make_datasets(config, seed=0).train))
+    echo = ("after_decode", "echo", echoing.echo(2.0))
+    batch = next(iter(pipelines.make_datasets(config, seed=0, insertions=[echo]).train))
     ids = batch["id"].numpy()
     assert len(set(ids)) <= len(ids) // 2 + 1  # every sequence came twice
 
