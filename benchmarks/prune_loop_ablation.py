@@ -26,18 +26,17 @@ Speed against ``hand`` is hand's seconds per step over the way's, paired by roun
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
+import harness
 import keras
 import numpy as np
 import tensorflow as tf
-from prune_overhead import build, git_commit, load_data, machine, make_step, per_example_loss
+from prune_overhead import build, load_data, make_step, per_example_loss
 
 import echoing
 
-RESULTS = Path(__file__).resolve().parent / "results"
 WAYS = ("hand", "tf_data", "loop", "loop_in_graph", "fit", "fit_steps_per_execution")
 
 
@@ -149,20 +148,15 @@ def measure(ways: dict, args) -> dict:
 
 def summarize(seconds: dict) -> dict:
     """Each way's median ms per step, and its speed against ``hand`` paired by round."""
-    hand = np.array(seconds["hand"])
-    summary = {}
-    for name, values in seconds.items():
-        speed = hand / np.array(values)
-        summary[name] = {
+    hand = dict(enumerate(seconds["hand"]))
+    return {
+        name: {
             "ms_per_step": float(np.median(values) * 1e3),
-            "speed_vs_hand": {
-                "mean": float(np.exp(np.mean(np.log(speed)))),
-                "min": float(speed.min()),
-                "max": float(speed.max()),
-                "per_round": [float(value) for value in speed],
-            },
+            # The rounds play the part of seeds: each pairs runs made side by side.
+            "speed_vs_hand": harness.paired(hand, dict(enumerate(values)), lambda h, w: h / w),
         }
-    return summary
+        for name, values in seconds.items()
+    }
 
 
 def headline(summary: dict) -> dict:
@@ -180,7 +174,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps-per-call", type=int, default=16)
     parser.add_argument("--data-dir", default=str(Path.home() / ".cache" / "echoing"))
     parser.add_argument("--quick", action="store_true", help="a few steps: the CI smoke run")
-    parser.add_argument("--output", default=str(RESULTS / "prune_loop_ablation.json"))
+    parser.add_argument("--output", default=str(harness.RESULTS / "prune_loop_ablation.json"))
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.rounds, args.steps_per_call = 8, 1, 4
@@ -201,16 +195,13 @@ def main(argv: list[str] | None = None) -> dict:
     ways["fit"] = fit_way(data, args, steps_per_execution=1)
     ways["fit_steps_per_execution"] = fit_way(data, args, args.steps_per_call)
     summary = summarize(measure(ways, args))
-    result = {
-        "headline": headline(summary),
-        "command": "python benchmarks/prune_loop_ablation.py",
-        "commit": git_commit(),
-        "config": {key: value for key, value in vars(args).items() if key != "output"},
-        "machine": machine(),
-        "summary": summary,
-    }
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
+    result = harness.write_results(
+        args.output,
+        headline=headline(summary),
+        command="python benchmarks/prune_loop_ablation.py",
+        config={key: value for key, value in vars(args).items() if key != "output"},
+        summary=summary,
+    )
     for name, row in summary.items():
         print(f"{name:24s} {row['ms_per_step']:6.2f} ms/step  {row['speed_vs_hand']['mean']:.3f}")
     return result

@@ -33,26 +33,22 @@ import importlib.util
 import json
 import math
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import harness
+import keras
+import numpy as np
+import tensorflow as tf
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import echoing  # noqa: E402
-from pipelines.sources import mnist1d  # noqa: E402
-from trainers import experiment, models  # noqa: E402
+import echoing
+from pipelines.sources import mnist1d
+from trainers import experiment, models
 
 PATHS = ("hand", "loop", "loop_stream", "fit", "trainer")
-RESULTS = ROOT / "benchmarks" / "results"
+ROOT = harness.ROOT
 
 
 def load_data(num_train: int, num_eval: int, data_dir: str) -> dict:
@@ -327,69 +323,57 @@ def run_path(path: str, data, seed: int, args, prune: bool) -> dict:
     return run_trainer(seed, args, prune)
 
 
-def paired(full: list[dict], pruned: list[dict], value) -> dict | None:
-    """Geometric mean and range over seeds of ``value(full_run, pruned_run)``."""
-    ratios = [value(f, p) for f, p in zip(full, pruned, strict=True)]
-    if not ratios:
-        return None
-    return {
-        "mean": float(np.exp(np.mean(np.log(ratios)))),
-        "min": float(min(ratios)),
-        "max": float(max(ratios)),
-        "per_seed": [float(r) for r in ratios],
-    }
-
-
 def step_seconds(run: dict) -> float:
     return run["seconds"] / run["steps"]
+
+
+def by_seed(runs: list[dict], **match) -> dict[int, dict]:
+    """Seed -> the run whose fields equal ``match`` (e.g. ``path="loop", prune=True``)."""
+    return {
+        run["seed"]: run
+        for run in runs
+        if all(run.get(key) == value for key, value in match.items())
+    }
 
 
 def summarize(runs: list[dict]) -> dict:
     """Per path: paired step-time ratio, wall speed-up, step fraction, accuracy delta."""
     summary = {}
     for path in sorted({run["path"] for run in runs}):
-        full = sorted((r for r in runs if r["path"] == path and not r["prune"]), key=seed_of)
-        pruned = sorted((r for r in runs if r["path"] == path and r["prune"]), key=seed_of)
-        if [r["seed"] for r in full] != [r["seed"] for r in pruned]:
+        full, pruned = by_seed(runs, path=path, prune=False), by_seed(runs, path=path, prune=True)
+        if sorted(full) != sorted(pruned):
             continue
+        seeds = sorted(full)
         summary[path] = {
-            "step_time_ratio": paired(full, pruned, lambda f, p: step_seconds(p) / step_seconds(f)),
-            "wall_speedup": paired(full, pruned, lambda f, p: f["seconds"] / p["seconds"]),
-            "step_fraction": paired(full, pruned, lambda f, p: p["steps"] / f["steps"]),
-            "accuracy_delta_points": float(
-                100
-                * np.mean(
-                    [p["accuracy"] - f["accuracy"] for f, p in zip(full, pruned, strict=True)]
-                )
+            "step_time_ratio": harness.paired(
+                full, pruned, lambda f, p: step_seconds(p) / step_seconds(f)
             ),
-            "full_accuracy": [f["accuracy"] for f in full],
-            "pruned_accuracy": [p["accuracy"] for p in pruned],
+            "wall_speedup": harness.paired(full, pruned, lambda f, p: f["seconds"] / p["seconds"]),
+            "step_fraction": harness.paired(full, pruned, lambda f, p: p["steps"] / f["steps"]),
+            "accuracy_delta_points": float(
+                100 * np.mean([pruned[s]["accuracy"] - full[s]["accuracy"] for s in seeds])
+            ),
+            "full_accuracy": [full[s]["accuracy"] for s in seeds],
+            "pruned_accuracy": [pruned[s]["accuracy"] for s in seeds],
         }
-    hand = [r for r in runs if r["path"] == "hand" and r["prune"]]
+    hand = by_seed(runs, path="hand", prune=True)
     for path in ("loop", "fit", "trainer"):
-        mine = [r for r in runs if r["path"] == path and r["prune"]]
-        if path in summary and len(hand) == len(mine) and hand:
+        mine = by_seed(runs, path=path, prune=True)
+        if path in summary and hand and sorted(hand) == sorted(mine):
             # Hand-written seconds over the library's, paired: >= 1 when the library is faster.
-            summary[path]["speed_vs_hand"] = paired(
-                sorted(hand, key=seed_of),
-                sorted(mine, key=seed_of),
-                lambda h, m: h["seconds"] / m["seconds"],
+            summary[path]["speed_vs_hand"] = harness.paired(
+                hand, mine, lambda h, m: h["seconds"] / m["seconds"]
             )
     return summary
 
 
-def seed_of(run: dict) -> int:
-    return run["seed"]
-
-
 def image_summary(image_runs: list[dict]) -> dict | None:
     """Decoded images per epoch pruned over full, against the kept fraction, paired by seed."""
-    full = sorted((r for r in image_runs if not r["prune"]), key=seed_of)
-    pruned = sorted((r for r in image_runs if r["prune"]), key=seed_of)
-    if not full or len(full) != len(pruned):
+    full, pruned = by_seed(image_runs, prune=False), by_seed(image_runs, prune=True)
+    if not full or sorted(full) != sorted(pruned):
         return None
     fractions, kept = [], []
-    for f, p in zip(full, pruned, strict=True):
+    for f, p in ((full[seed], pruned[seed]) for seed in sorted(full)):
         # Images read (each decoded once) per epoch: the full run covers steps x batch / N
         # epochs; the pruned run ends after its prune_epochs, in fewer steps.
         full_per_epoch = f["fresh_examples"] / (f["steps"] * f["batch_size"] / f["num_train"])
@@ -400,7 +384,7 @@ def image_summary(image_runs: list[dict]) -> dict | None:
         "kept_fraction": float(np.mean(kept)),
         "per_seed_decoded_fraction": fractions,
         "per_seed_kept_fraction": kept,
-        "wall_speedup": paired(full, pruned, lambda f, p: f["seconds"] / p["seconds"]),
+        "wall_speedup": harness.paired(full, pruned, lambda f, p: f["seconds"] / p["seconds"]),
     }
 
 
@@ -452,29 +436,6 @@ def plot(summary: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def git_commit() -> str | None:
-    """The commit the benchmark ran at (None outside a git checkout)."""
-    try:
-        return (
-            subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-            ).stdout.strip()
-            or None
-        )
-    except OSError:
-        return None
-
-
-def machine() -> dict:
-    return {
-        "cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
-    }
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=2)
@@ -498,7 +459,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--anneal", type=float, default=0.125)
     parser.add_argument("--data-dir", default=os.path.expanduser("~/.cache/echoing"))
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks it runs")
-    parser.add_argument("--output", default=str(RESULTS / "prune_overhead.json"))
+    parser.add_argument("--output", default=str(harness.RESULTS / "prune_overhead.json"))
     args = parser.parse_args(argv)
     unknown = set(args.paths.split(",")) - set(PATHS)
     if unknown:
@@ -530,25 +491,21 @@ def main(argv: list[str] | None = None) -> dict:
                 print(json.dumps(image_runs[-1]), flush=True)
     summary = summarize(runs)
     image = image_summary(image_runs)
-    result = {
-        "headline": headline(summary, image),
-        "pipeline_seconds_per_batch": (
+    result = harness.write_results(
+        args.output,
+        headline=headline(summary, image),
+        command="python benchmarks/prune_overhead.py " + " ".join(argv or sys.argv[1:]),
+        pipeline_seconds_per_batch=(
             profile_pipelines(data, args, repeats=1 if args.quick else 3) if args.profile else None
         ),
-        "command": "python benchmarks/prune_overhead.py " + " ".join(argv or sys.argv[1:]),
-        "commit": git_commit(),
-        "machine": machine(),
-        "config": {k: v for k, v in vars(args).items() if k != "output"},
-        "summary": summary,
-        "image": image,
-        "runs": runs,
-        "image_runs": image_runs,
-    }
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(result, indent=1) + "\n")
+        config={k: v for k, v in vars(args).items() if k != "output"},
+        summary=summary,
+        image=image,
+        runs=runs,
+        image_runs=image_runs,
+    )
     if summary:
-        plot(summary, output.with_suffix(".png"))
+        plot(summary, Path(args.output).with_suffix(".png"))
     print(json.dumps(result["headline"], indent=1))
     return result
 

@@ -1,0 +1,132 @@
+"""What every study shares: paired speed-ups by seed, time to target, machine, results file.
+
+A study trains through the public API or the training binary, once per method and seed, and
+hands its per-seed figures here::
+
+    import harness
+
+    baseline = {0: 42.8, 1: 41.9}  # seconds per seed
+    method = {0: 27.6, 1: 25.9}
+    speedup = harness.paired(baseline, method, lambda base, new: base / new)
+    # {"mean": 1.58, "min": 1.55, "max": 1.62, "per_seed": [1.55, 1.62], "seeds": [0, 1]}
+    harness.write_results(
+        "benchmarks/results/mine.json",
+        headline={"mine_speedup": speedup["mean"]},
+        command="python benchmarks/mine.py",
+        summary={"speedup": speedup},
+    )
+
+Ratios are paired by seed (the same seed's baseline and method, run back to back) and averaged
+geometrically, with the range: on a shared machine the same run's time moves by 10-30% between
+seeds, and a ratio of means would mix that drift into the comparison (``selection.py`` shows
+how far). Every results file starts with its ``"headline"``: the figures its issue names,
+floats, or None where a target was not reached.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def paired(
+    baseline: Mapping[int, object],
+    method: Mapping[int, object],
+    ratio: Callable[[object, object], float],
+) -> dict | None:
+    """``ratio(baseline[seed], method[seed])`` over the seeds both have: geometric mean, range.
+
+    Args:
+      baseline: seed -> the baseline's figure (or run record) for that seed.
+      method: seed -> the method's, likewise.
+      ratio: ``(baseline_value, method_value) -> float``, e.g. ``lambda b, m: b / m`` for a
+        speed-up from seconds. None values (a run that never reached a target) are left out.
+
+    Returns:
+      ``{"mean", "min", "max", "per_seed", "seeds"}``, or None when no seed has both.
+    """
+    seeds = sorted(set(baseline) & set(method))
+    pairs = [(seed, ratio(baseline[seed], method[seed])) for seed in seeds]
+    pairs = [(seed, float(value)) for seed, value in pairs if value is not None]
+    if not pairs:
+        return None
+    values = [value for _, value in pairs]
+    if min(values) <= 0:
+        raise ValueError(f"paired ratios must be > 0 to average geometrically, got {values}.")
+    return {
+        "mean": math.exp(sum(math.log(value) for value in values) / len(values)),
+        "min": min(values),
+        "max": max(values),
+        "per_seed": values,
+        "seeds": [seed for seed, _ in pairs],
+    }
+
+
+def first_reaching(curve: Sequence[tuple[float, float]], target: float) -> float | None:
+    """The first ``x`` of ``(x, accuracy)`` points whose accuracy is >= ``target``, else None.
+
+    Example::
+
+        first_reaching([(10, 0.5), (20, 0.91), (30, 0.95)], 0.9)  # 20
+    """
+    for x, accuracy in curve:
+        if accuracy >= target:
+            return x
+    return None
+
+
+def git_commit() -> str | None:
+    """The short commit the study ran at (None outside a git checkout)."""
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        )
+    except OSError:
+        return None
+    return result.stdout.strip() or None
+
+
+def machine() -> dict:
+    """The machine and library versions a result belongs to."""
+    import keras
+    import tensorflow as tf
+
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+    }
+
+
+def write_results(path, *, headline: Mapping[str, float | None], command: str, **sections) -> dict:
+    """Writes a study's results JSON, ``"headline"`` first, then command, commit and machine.
+
+    Raises:
+      TypeError: a headline figure is neither a number nor None (the figures are read by
+        ``results_table.py`` and by people: no strings, no nested objects).
+    """
+    for key, value in headline.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise TypeError(f"headline {key!r} must be a float or None, got {value!r}.")
+    figures = {key: None if value is None else float(value) for key, value in headline.items()}
+    result = {
+        "headline": figures,
+        "command": command,
+        "commit": git_commit(),
+        "machine": machine(),
+        **sections,
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return result
