@@ -249,3 +249,22 @@ def test_echo_keys_in_the_data_section_move_to_the_technique_with_a_warning():
     assert config.data.echo is None and config.data.echo_buffer_size is None
     (technique,) = techniques.from_config(_context(config))
     assert technique.name == "echo" and technique.echo_factor() == 2.0
+
+
+def test_techniques_declare_what_they_change_in_the_step():
+    assert techniques.selects_rows(techniques.InBatchSelection(0.5))
+    assert techniques.replaces_gradients(techniques.PriorityGradients())
+    assert not techniques.selects_rows(techniques.EchoTechnique(2, insert="after_batch"))
+
+
+def test_a_hook_without_its_declaration_is_refused_when_the_class_is_defined():
+    with pytest.raises(TypeError, match="defines select\\(\\) but does not declare selects_rows"):
+
+        class Forgot(techniques.Technique):
+            def select(self, batch, score, step):
+                return batch
+
+    with pytest.raises(TypeError, match="declares replaces_gradients = True; define gradients"):
+
+        class Claims(techniques.Technique):
+            replaces_gradients = True

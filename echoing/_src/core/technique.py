@@ -34,6 +34,12 @@ every technique, through these methods and nothing else:
 - ``gradients(loss_fn, sample_weight)`` and ``after_step(ids, aux, gradients, step)``: an
   optional replacement of the train step's backward pass (priority sampling's JVP) and what
   follows each step; at most one technique of a run may replace the backward pass.
+
+What a technique changes in the train step it declares as class attributes, which the trainer
+reads: ``selects_rows = True`` with ``select``, ``replaces_gradients = True`` with
+``gradients``, ``wants_losses = True`` for ids and losses in every ``Feedback``. A class that
+defines ``select`` or ``gradients`` without declaring it (or declares without defining) is
+refused when it is defined, so a declaration cannot be forgotten.
 - ``observe(feedback)``: the ONE feedback channel: after every inner loop, every technique
   gets the same ``Feedback`` record (ids and per-example losses of the steps trained, the step
   reached, the loop's wall time and input wait).
@@ -119,12 +125,36 @@ class Context:
     num_examples: Callable[[], int] | None = None
 
 
+# Hook -> the capability a technique declares when it defines that hook.
+_DECLARED_HOOKS = {"select": "selects_rows", "gradients": "replaces_gradients"}
+
+
 class Technique(ClosesOnExit):
     """Base class: every hook does nothing, so a technique overrides only what it changes."""
 
     name: str = "technique"
     # True: the loop gathers ids and per-example losses into every ``Feedback``.
     wants_losses: bool = False
+    # True: ``select`` chooses the rows of each batch the step trains on.
+    selects_rows: bool = False
+    # True: ``gradients`` replaces the step's backward pass (at most one technique per run).
+    replaces_gradients: bool = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for hook, capability in _DECLARED_HOOKS.items():
+            defines = getattr(cls, hook) is not getattr(Technique, hook)
+            if defines != bool(getattr(cls, capability)):
+                raise TypeError(
+                    f"technique {cls.__name__} "
+                    + (f"defines {hook}() but does not declare" if defines else "declares")
+                    + f" {capability} = True; "
+                    + (
+                        f"add `{capability} = True` to the class, so the trainer calls it."
+                        if defines
+                        else f"define {hook}() or drop the declaration."
+                    )
+                )
 
     def stages(self) -> Sequence[Insertion]:
         return ()
@@ -170,13 +200,13 @@ class Technique(ClosesOnExit):
 
 
 def selects_rows(technique: Technique) -> bool:
-    """Whether ``technique`` overrides ``Technique.select``."""
-    return type(technique).select is not Technique.select
+    """Whether ``technique`` declares ``selects_rows`` (and so defines ``select``)."""
+    return bool(technique.selects_rows)
 
 
 def replaces_gradients(technique: Technique) -> bool:
-    """Whether ``technique`` overrides ``Technique.gradients``."""
-    return type(technique).gradients is not Technique.gradients
+    """Whether ``technique`` declares ``replaces_gradients`` (and so defines ``gradients``)."""
+    return bool(technique.replaces_gradients)
 
 
 class LossCallback(Technique):

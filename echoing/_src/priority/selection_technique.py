@@ -46,6 +46,7 @@ class InBatchSelection(Technique):
     """Trains each step on ``ratio`` of its batch, chosen by the model's current loss."""
 
     name = "select"
+    selects_rows = True
 
     def __init__(self, ratio: float, *, mode: str = "top", seed: int = 0):
         if isinstance(ratio, bool) or not 0 < ratio <= 1:

@@ -44,6 +44,7 @@ class PriorityGradients(Technique):
     """
 
     name = "priority"
+    replaces_gradients = True
 
     def __init__(self, feedback: PriorityFeedback | None = None):
         if feedback is not None and not isinstance(feedback, PriorityFeedback):
