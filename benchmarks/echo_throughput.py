@@ -37,19 +37,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
+import harness
 import tensorflow as tf
 
 import echoing
 from echoing import meters
 from echoing._src.echo.echo import VECTORIZED_MAX_ELEMENT_BYTES
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = harness.RESULTS
 
 ELEMENTS = {
     "40xfloat32": (tf.float32, (40,)),
@@ -294,26 +294,20 @@ def main(argv: list[str] | None = None) -> None:
         "max_noise_floor": max(r["noise_floor"] for r in rows),
     }
     print(json.dumps(summary, indent=2))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(
-        json.dumps(
-            {
-                # Issue 15: counting inside the echo stage costs at most this fraction of echo's
-                # throughput over the table (target <= 0.10).
-                "headline": {
-                    "counting_overhead_max": summary["max_fused_meters_overhead"],
-                    "counting_overhead_noise_floor": summary["max_noise_floor"],
-                },
-                "benchmark": "echo_throughput",
-                "tensorflow": tf.__version__,
-                "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-                "trials": trials,
-                "quick": args.quick,
-                "rows": rows,
-                "summary": summary,
-            },
-            indent=2,
-        )
+    harness.write_results(
+        args.output,
+        # Issue 15: counting inside the echo stage costs at most this fraction of echo's
+        # throughput over the table (target <= 0.10).
+        headline={
+            "counting_overhead_max": summary["max_fused_meters_overhead"],
+            "counting_overhead_noise_floor": summary["max_noise_floor"],
+        },
+        command="python benchmarks/echo_throughput.py " + " ".join(argv or sys.argv[1:]),
+        benchmark="echo_throughput",
+        trials=trials,
+        quick=args.quick,
+        rows=rows,
+        summary=summary,
     )
     plot(rows, args.output.with_suffix(".png"))
     print("wrote", args.output, "and", args.output.with_suffix(".png"))
