@@ -49,7 +49,6 @@ import gc
 import importlib.util
 import json
 import os
-import platform
 import signal
 import statistics
 import sys
@@ -57,16 +56,15 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
 import tensorflow as tf
+from network_bucket import ThrottledBucket  # a sibling script, not a package
 
 from pipelines.sources import mnist1d
 from trainers import experiment, metrics_writer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from network_bucket import ThrottledBucket  # a sibling script, not a package
-
-REPOSITORY = Path(__file__).resolve().parents[1]
-RESULTS = REPOSITORY / "benchmarks" / "results"
+REPOSITORY = harness.ROOT
+RESULTS = harness.RESULTS
 INSERTIONS = ("before_augment", "after_augment", "after_batch")
 SCENARIOS = ("network", "cpu", "idle")
 
@@ -262,7 +260,12 @@ def run_one(scenario: Scenario, variant: dict, seed: int, args) -> dict:
 
 
 def summarise(rows: list[dict]) -> list[dict]:
-    """Mean/min/max over seeds per (scenario, variant, factor, shuffle), and speedups."""
+    """Mean/min/max over seeds per (scenario, variant, factor, shuffle), and speedups.
+
+    ``speedup`` is the baseline's mean seconds to target over the entry's mean (a ratio of
+    means, which the headline reads); ``paired_speedup`` is the same ratio seed by seed
+    (``harness.paired``: geometric mean and range over the seeds both reached the target).
+    """
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         key = (
@@ -276,6 +279,11 @@ def summarise(rows: list[dict]) -> list[dict]:
         scenario: statistics.mean(r["seconds_to_target"] for r in group if r["reached"])
         for (scenario, variant, _, _), group in groups.items()
         if variant == "baseline" and any(r["reached"] for r in group)
+    }
+    baseline_runs = {
+        scenario: {r["seed"]: r for r in group if r["reached"]}
+        for (scenario, variant, _, _), group in groups.items()
+        if variant == "baseline"
     }
     table = []
     for (scenario, variant, factor, shuffle), group in groups.items():
@@ -293,6 +301,11 @@ def summarise(rows: list[dict]) -> list[dict]:
             entry["final_factor"] = spread([r["factor"] for r in group if r["factor"] is not None])
         if scenario in baseline and reached:
             entry["speedup"] = baseline[scenario] / entry["seconds_to_target"]["mean"]
+            entry["paired_speedup"] = harness.paired(
+                baseline_runs[scenario],
+                {r["seed"]: r for r in reached},
+                lambda base, run: base["seconds_to_target"] / run["seconds_to_target"],
+            )
         table.append(entry)
     return table
 
@@ -538,23 +551,17 @@ def main() -> None:
     details = {**previous.get("scenarios", {}), **scenario_details}
     rows = kept + rows
     table = summarise(rows)
-    result = {
-        "headline": headline(table),
-        "benchmark": "echo_time_to_target",
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "tensorflow": tf.__version__,
-        },
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "scenarios": details,
-        "rows": rows,
-        "table": table,
-        "markdown": markdown(table),
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    harness.write_results(
+        args.output,
+        headline=headline(table),
+        command="python benchmarks/echo_time_to_target.py " + " ".join(sys.argv[1:]),
+        benchmark="echo_time_to_target",
+        settings={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        scenarios=details,
+        rows=rows,
+        table=table,
+        markdown=markdown(table),
+    )
     plot(table, args.output.with_suffix(".png"))
     plot_auto_echo(rows, args.output.with_name(args.output.stem + "_auto_echo.png"))
     for entry in table:
