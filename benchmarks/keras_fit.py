@@ -54,16 +54,14 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 import keras
 import numpy as np
 import tensorflow as tf
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import echoing
 
-import echoing  # noqa: E402 (after the path set-up, as a script)
-
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = harness.RESULTS
 METHODS = ("baseline", "auto", "auto_start", "fixed", "auto_batch", "fixed_batch", "pruned")
 
 
@@ -281,16 +279,24 @@ def measure_r(data: dict, args) -> dict:
 
 
 def summarize(runs: list[dict], fraction: float = 1.0) -> dict:
-    """Per method, seconds to ``fraction`` x the worst baseline seed's final accuracy."""
+    """Per method, seconds to ``fraction`` x the worst baseline seed's final accuracy.
+
+    ``seconds_to_target`` is the mean over seeds when every seed reached the target (the
+    headline's speed-ups are ratios of these means); ``paired_speedup`` is the baseline's
+    seconds over the method's seed by seed (``harness.paired``).
+    """
     baseline = [r for r in runs if r["method"] == "baseline"]
     target = fraction * min(r["curve"][-1]["test_accuracy"] for r in baseline)
     summary = {"target_accuracy": target, "methods": {}}
+
+    def seconds_to_target(run: dict) -> float | None:
+        curve = [(p["seconds"], p["test_accuracy"]) for p in run["curve"]]
+        return harness.first_reaching(curve, target)
+
+    baseline_seconds = {r["seed"]: seconds_to_target(r) for r in baseline}
     for method in METHODS:
         chosen = [r for r in runs if r["method"] == method]
-        hits = [
-            next((p["seconds"] for p in r["curve"] if p["test_accuracy"] >= target), None)
-            for r in chosen
-        ]
+        hits = [seconds_to_target(r) for r in chosen]
         reached = [h for h in hits if h is not None]
         complete = bool(chosen) and len(reached) == len(chosen)
         summary["methods"][method] = {
@@ -298,6 +304,11 @@ def summarize(runs: list[dict], fraction: float = 1.0) -> dict:
             "seeds_reaching_target": len(reached),
             "seconds_to_target": float(np.mean(reached)) if complete else None,
             "seconds_to_target_std": float(np.std(reached)) if complete else None,
+            "paired_speedup": harness.paired(
+                {s: v for s, v in baseline_seconds.items() if v is not None},
+                {r["seed"]: h for r, h in zip(chosen, hits, strict=True) if h is not None},
+                lambda base, mine: base / mine,
+            ),
             "final_accuracy": float(np.mean([r["curve"][-1]["test_accuracy"] for r in chosen])),
             "train_seconds": float(np.mean([r["curve"][-1]["seconds"] for r in chosen])),
             "final_echo_factor": (
@@ -437,19 +448,19 @@ def main(argv: list[str] | None = None) -> dict:
     summary = summarize(runs)
     # An early target too (99% of it), which the baseline reaches in its first epochs.
     early = summarize(runs, 0.99)
-    result = {
-        "headline": headline(summary, r_measurement),
-        "early_target_speedups": headline(early, r_measurement),
-        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "learning_rates": {method: method_args[method].learning_rate for method in METHODS},
-        "learning_rate_sweeps": sweeps,
-        "diagnosis": r_measurement,
-        "summary": summary,
-        "early_target_summary": early,
-        "runs": runs,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1))
+    result = harness.write_results(
+        args.output,
+        headline=headline(summary, r_measurement),
+        command="python benchmarks/keras_fit.py " + " ".join(argv or sys.argv[1:]),
+        early_target_speedups=headline(early, r_measurement),
+        config={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        learning_rates={method: method_args[method].learning_rate for method in METHODS},
+        learning_rate_sweeps=sweeps,
+        diagnosis=r_measurement,
+        summary=summary,
+        early_target_summary=early,
+        runs=runs,
+    )
     plot(runs, summary, args.output.with_suffix(".png"))
     print(markdown(summary, factor))
     print(json.dumps(result["headline"], indent=1))
