@@ -22,10 +22,12 @@ with a warning); images are ``.jpg``/``.jpeg``/``.png``/``.gif``/``.bmp`` in any
 
 Reading is in the graph: the split holds file paths, and the pipeline's ``decode`` stage reads
 each file, checks it is intact (``images.check_intact``: a truncated file is an error naming it)
-and decodes it. ``decode`` (eval) takes the central 87.5% square; ``crop_decode`` (train, for
+and not over ``images.MAX_PIXELS`` (read from its header: a huge image is an error naming it
+before it is decoded), and decodes it. ``decode`` (eval) takes the central 87.5% square; ``crop_decode`` (train, for
 ``augment="inception"``) a random-resized crop, decoding only that window of a JPEG. With
 ``skip_corrupt=True`` every file is decoded once at ``load`` and the ones that fail are left
-out, logged and counted in ``read_stats``: about 1 ms per image, once per process and file list.
+out (too large ones without decoding), logged and counted in ``read_stats``: about 1 ms per
+image, once per process and file list.
 """
 
 from __future__ import annotations
@@ -181,13 +183,17 @@ def _split(files, what: str, image_size: int, skip_corrupt: bool) -> SourceSplit
     }
     dataset = tf.data.Dataset.from_tensor_slices(rows)
 
+    def read(path: tf.Tensor) -> tf.Tensor:
+        """The file's bytes, checked whole and not too large to decode (naming the file)."""
+        return images.check_pixels(images.check_intact(tf.io.read_file(path), path), path)
+
     def decode(element: dict) -> dict:
-        encoded = images.check_intact(tf.io.read_file(element["path"]), element["path"])
+        encoded = read(element["path"])
         pixels = images.decode_center_crop(encoded, size=image_size, channels=CHANNELS)
         return {"inputs": pixels, "label": element["label"], "id": element["id"]}
 
     def crop_decode(element: dict, seed: tf.Tensor) -> dict:
-        encoded = images.check_intact(tf.io.read_file(element["path"]), element["path"])
+        encoded = read(element["path"])
         pixels = images.decode_random_crop(encoded, seed, size=image_size, channels=CHANNELS)
         return {"inputs": pixels, "label": element["label"], "id": element["id"]}
 
@@ -209,6 +215,9 @@ def _decodable(files, stats: ReadStats) -> list[tuple[str, int]]:
             encoded = tf.io.read_file(path)
             if not bool(images.is_intact(encoded)):
                 return "corrupt, truncated or not an image (no end marker or signature)"
+            height, width = (int(side) for side in images.encoded_size(encoded))
+            if height * width > images.MAX_PIXELS:
+                return f"too large to decode: {height} x {width} pixels, over {images.MAX_PIXELS:,}"
             tf.io.decode_image(encoded, channels=CHANNELS, expand_animations=False)
         except tf.errors.OpError as error:
             return error.message.splitlines()[0]

@@ -88,7 +88,7 @@ def decode_random_crop(
       seed: int32/int64 [2], a stateless seed (one per element: see ``Dataset.random``).
       size: the output's height and width.
     """
-    image_shape = _encoded_shape(encoded)
+    image_shape = _encoded_shape(encoded, channels)
     begin, crop_size, _ = tf.image.stateless_sample_distorted_bounding_box(
         image_shape,
         bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
@@ -114,20 +114,73 @@ def decode_center_crop(
 
     The eval counterpart of ``decode_random_crop``; JPEGs are likewise cropped while decoding.
     """
-    shape = _encoded_shape(encoded)
+    shape = _encoded_shape(encoded, channels)
     side = tf.cast(tf.cast(tf.minimum(shape[0], shape[1]), tf.float32) * crop_fraction, tf.int32)
     side = tf.maximum(side, 1)
     window = tf.stack([(shape[0] - side) // 2, (shape[1] - side) // 2, side, side])
     return _decode_window(encoded, window, size=size, channels=channels)
 
 
-def _encoded_shape(encoded: tf.Tensor) -> tf.Tensor:
-    """[height, width, channels] (int32) without decoding a JPEG; other formats are decoded."""
-    return tf.cond(
-        tf.io.is_jpeg(encoded),
-        lambda: tf.image.extract_jpeg_shape(encoded),
-        lambda: tf.shape(tf.io.decode_image(encoded, expand_animations=False), tf.int32),
+# Images with more pixels than this are refused before decoding, naming the file: a 40000 x
+# 40000 PNG would take 4.8 GB as RGB bytes (and four times that as floats) on every read.
+MAX_PIXELS = 100_000_000
+
+
+def encoded_size(encoded: tf.Tensor) -> tf.Tensor:
+    """[height, width] (int64) of JPEG, PNG, GIF or BMP bytes, read from the file's header.
+
+    Nothing is decoded: the crops need the size first, and decoding a large PNG whole only to
+    learn it, then again for the crop, cost a 20000 x 20000 image 2.7 GB. Other bytes are
+    decoded to find it.
+
+    Example::
+
+        png = tf.io.encode_png(tf.zeros([40, 60, 3], tf.uint8))
+        encoded_size(png)  # [40, 60]
+    """
+    head = tf.strings.substr(encoded, 0, 4)
+
+    def number(offset: int, size: int, *, big_endian: bool) -> tf.Tensor:
+        digits = tf.cast(
+            tf.io.decode_raw(tf.strings.substr(encoded, offset, size), tf.uint8), tf.int64
+        )
+        weights = tf.constant([256**k for k in range(size)], tf.int64)
+        return tf.reduce_sum(digits * (tf.reverse(weights, [0]) if big_endian else weights))
+
+    def bmp():  # a negative height (top-down rows) is stored as int32, two's complement
+        height = number(22, 4, big_endian=False)
+        return tf.stack(
+            [tf.where(height >= 2**31, 2**32 - height, height), number(18, 4, big_endian=False)]
+        )
+
+    return tf.case(
+        [
+            (
+                tf.io.is_jpeg(encoded),
+                lambda: tf.cast(tf.image.extract_jpeg_shape(encoded)[:2], tf.int64),
+            ),
+            # PNG: the IHDR chunk's width and height, big-endian, at bytes 16 and 20.
+            (
+                tf.equal(head, b"\x89PNG"),
+                lambda: tf.stack([number(20, 4, big_endian=True), number(16, 4, big_endian=True)]),
+            ),
+            # GIF: the logical screen's width and height, little-endian, at bytes 6 and 8.
+            (
+                tf.equal(head, b"GIF8"),
+                lambda: tf.stack([number(8, 2, big_endian=False), number(6, 2, big_endian=False)]),
+            ),
+            (tf.equal(tf.strings.substr(encoded, 0, 2), b"BM"), bmp),
+        ],
+        default=lambda: tf.cast(
+            tf.shape(tf.io.decode_image(encoded, expand_animations=False))[:2], tf.int64
+        ),
+        exclusive=False,
     )
+
+
+def _encoded_shape(encoded: tf.Tensor, channels: int = 3) -> tf.Tensor:
+    """[height, width, channels] (int32), from the header (``encoded_size``)."""
+    return tf.concat([tf.cast(encoded_size(encoded), tf.int32), [channels]], axis=0)
 
 
 def _decode_window(encoded: tf.Tensor, window: tf.Tensor, *, size: int, channels: int):
@@ -174,6 +227,32 @@ def is_intact(encoded: tf.Tensor) -> tf.Tensor:
     # GIF and BMP carry no end marker: only their signature is checked.
     other = (head == b"GIF8") | (tf.strings.substr(encoded, 0, 2) == b"BM")
     return tf.where(tf.io.is_jpeg(encoded), jpeg_end, tf.where(is_png, png_end, other))
+
+
+def check_pixels(encoded: tf.Tensor, path: tf.Tensor, max_pixels: int = MAX_PIXELS) -> tf.Tensor:
+    """``encoded``, after checking in the graph, from its header, that its height x width is at
+    most ``max_pixels``: a huge image stops the run naming its file before it is decoded.
+
+    Raises (when run):
+      tf.errors.InvalidArgumentError: naming ``path`` and its size.
+    """
+    size = encoded_size(encoded)
+    check = tf.debugging.Assert(
+        tf.reduce_prod(size) <= max_pixels,
+        [
+            "image too large:",
+            path,
+            "is",
+            size[0],
+            "x",
+            size[1],
+            f"pixels, more than {max_pixels:,} - resize it (its crops are resized to "
+            "image_size anyway), or set data config skip_corrupt=True to skip and count it.",
+        ],
+        summarize=3,
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(encoded)
 
 
 def _fail(path: tf.Tensor, encoded: tf.Tensor) -> tf.Tensor:

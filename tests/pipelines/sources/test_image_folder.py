@@ -3,6 +3,7 @@
 import io
 import itertools
 import os
+import zlib
 
 import numpy as np
 import pytest
@@ -266,3 +267,42 @@ def test_jpeg_tfrecords_crop_while_decoding_too(tmp_path):
     first, second = itertools.islice(pipelines.make_datasets(config, seed=0).train, 2)
     assert first["inputs"].shape == (8, SIZE, SIZE, 3)
     assert np.abs(first["inputs"].numpy() - second["inputs"].numpy()).mean() > 0.01
+
+
+def _encoded(shape, fmt: str) -> bytes:
+    buffer = io.BytesIO()
+    pixels = np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
+    Image.fromarray(pixels).save(buffer, fmt)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "GIF", "BMP"])
+def test_the_size_is_read_from_the_header(fmt):
+    for shape in [(37, 61, 3), (300, 2, 3)]:
+        size = images.encoded_size(tf.constant(_encoded(shape, fmt)))
+        assert size.numpy().tolist() == list(shape[:2])
+
+
+def _huge_png(height: int, width: int) -> bytes:
+    """A PNG whose header claims ``height`` x ``width`` (no pixel data: never decoded)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return len(data).to_bytes(4, "big") + body + zlib.crc32(body).to_bytes(4, "big")
+
+    header = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b"")
+
+
+def test_a_huge_image_fails_naming_it_before_decoding_unless_skipped(tmp_path):
+    files = {f"train/a/{k}.jpg": _jpeg(seed=k) for k in range(3)}
+    files.update({"train/a/huge.png": _huge_png(40_000, 40_000), "test/a/x.jpg": _jpeg()})
+    root = _folder(tmp_path, files)
+    datasets = pipelines.make_datasets(_config(root, shuffle_buffer=8), seed=0)
+    message = r"image too large:[\s\S]*huge\.png[\s\S]*40000[\s\S]*resize it"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        list(itertools.islice(datasets.train, 4))
+    skipping = image_folder.load(root, image_size=SIZE, skip_corrupt=True)
+    assert skipping.train.num_examples == 3
+    (skipped,) = skipping.train.read_stats.skipped_records
+    assert skipped[0].endswith("huge.png") and "40000 x 40000 pixels" in skipped[-1]
