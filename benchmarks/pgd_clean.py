@@ -56,27 +56,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 
+import harness
 import keras
 import numpy as np
 import tensorflow as tf
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from echoing import PriorityFeedback, PrioritySampler, PriorityTable
 
-from echoing import (  # noqa: E402 (after the path set-up)
-    PriorityFeedback,
-    PrioritySampler,
-    PriorityTable,
-)
-
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = harness.RESULTS
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 METHODS = (
     "sgd",
@@ -339,25 +331,33 @@ def run_dataset(name: str, seeds: int, quick: bool, methods=METHODS) -> dict:
 
 def first_reaching(curve: dict, target: float) -> dict | None:
     """Step and training seconds of the first evaluation at or below ``target``, else None."""
-    points = zip(curve["step"], curve["seconds"], curve["train_loss"], strict=True)
-    for step, seconds, loss in points:
-        if loss <= target:
-            return {"step": step, "seconds": seconds}
-    return None
+    # A loss reaches its target from above: negated, it is an accuracy-like rising curve.
+    index = harness.first_reaching(
+        [(i, -loss) for i, loss in enumerate(curve["train_loss"])], -target
+    )
+    if index is None:
+        return None
+    return {"step": curve["step"][index], "seconds": curve["seconds"][index]}
 
 
 def summarize(result: dict) -> dict:
     """Targets (the worst SGD seed's loss at each fraction of the budget, so SGD reaches every
-    one in every seed) and each method's steps and seconds to them, over its seeds."""
+    one in every seed) and each method's steps and seconds to them, over its seeds.
+
+    ``steps_speedup`` and ``wall_speedup`` are SGD's mean over the method's mean (ratios of
+    means, which the headline reads); ``paired_steps_speedup`` and ``paired_wall_speedup`` are
+    the same ratios seed by seed (``harness.paired``, over the seeds both reached the target).
+    """
     runs, steps, every = result["runs"], result["steps"], result["every"]
     sgd = runs["sgd"]["curves"]
     summary = {}
     for fraction in TARGET_FRACTIONS:
         index = max(1, round(fraction * steps / every))
         target = max(curve["train_loss"][index] for curve in sgd)
-        rows = {}
+        rows, hits_by_seed = {}, {}
         for method, run in runs.items():
             reached = [first_reaching(curve, target) for curve in run["curves"]]
+            hits_by_seed[method] = dict(enumerate(reached))  # curve i is seed i
             hits = [hit for hit in reached if hit is not None]
             rows[method] = {
                 "reached": len(hits),
@@ -366,7 +366,18 @@ def summarize(result: dict) -> dict:
                 "mean_seconds": statistics.fmean(h["seconds"] for h in hits) if hits else None,
             }
         base = rows["sgd"]
-        for row in rows.values():
+        for method, row in rows.items():
+            for key, unit in (("paired_steps_speedup", "step"), ("paired_wall_speedup", "seconds")):
+                row[key] = harness.paired(
+                    hits_by_seed["sgd"],
+                    hits_by_seed[method],
+                    lambda sgd, mine, unit=unit: (
+                        sgd[unit] / mine[unit]
+                        if sgd and mine and sgd[unit] and mine[unit]
+                        else None
+                    ),
+                )
+
             complete = row["reached"] == row["seeds"] and row["mean_steps"]
             row["steps_speedup"] = base["mean_steps"] / row["mean_steps"] if complete else None
             row["wall_speedup"] = (
@@ -492,16 +503,14 @@ def main(argv=None) -> dict:
         result["summary"] = summarize(result)
         result["alignment"] = alignment_summary(result)
         results[name] = result
-    report = {
-        "headline": headline(results),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-        "command": " ".join(["python benchmarks/pgd_clean.py", *(argv or sys.argv[1:])]),
-        "seeds": seeds,
-        "merged": args.merge,
-        "datasets": results,
-    }
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(report, indent=1) + "\n")
+    report = harness.write_results(
+        output,
+        headline=headline(results),
+        command=" ".join(["python benchmarks/pgd_clean.py", *(argv or sys.argv[1:])]),
+        seeds=seeds,
+        merged=args.merge,
+        datasets=results,
+    )
     plot(results, output.with_suffix(".png"))
     print(markdown(results))
     print(json.dumps(report["headline"], indent=1))
