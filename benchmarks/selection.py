@@ -69,21 +69,17 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 import keras
 import numpy as np
 import tensorflow as tf
+from selection_assist import ASSIST_METHODS, AssistMethod  # a sibling script
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import echoing
+from echoing.techniques import InBatchSelection
+from trainers.models import build_model
 
-import echoing  # noqa: E402 (after the path set-up, as a script)
-from echoing.techniques import InBatchSelection  # noqa: E402
-from trainers.models import build_model  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from selection_assist import ASSIST_METHODS, AssistMethod  # noqa: E402 (a sibling script)
-
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = harness.RESULTS
 METHODS = ("full", "prune", "short", "select", "sample", *ASSIST_METHODS)
 NOT_BUILT = ("pgd_steps_speedup_clean", "pgd_wall_speedup_clean")
 
@@ -261,7 +257,8 @@ def train(data: dict, method: str, seed: int, args, learning_rate: float, budget
 
 
 def first_reaching(curve: list[dict], target: float) -> dict | None:
-    return next((point for point in curve if point["test_accuracy"] >= target), None)
+    """The first point of ``curve`` at or above ``target`` test accuracy, else None."""
+    return harness.first_reaching([(point, point["test_accuracy"]) for point in curve], target)
 
 
 def summarize(runs: list[dict]) -> dict:
@@ -314,15 +311,13 @@ def paired_speedup(runs: list[dict], method: str, target: float) -> dict:
         }
         for name in ("full", method)
     }
-    ratios = [
-        seconds["full"][s] / seconds[method][s] for s in seconds[method] if s in seconds["full"]
-    ]
-    if not ratios:
+    speedup = harness.paired(seconds["full"], seconds[method], lambda full, mine: full / mine)
+    if speedup is None:
         return {"paired_seeds": 0, "paired_speedup": None, "paired_speedup_range": None}
     return {
-        "paired_seeds": len(ratios),
-        "paired_speedup": float(np.exp(np.mean(np.log(ratios)))),
-        "paired_speedup_range": [float(min(ratios)), float(max(ratios))],
+        "paired_seeds": len(speedup["seeds"]),
+        "paired_speedup": speedup["mean"],
+        "paired_speedup_range": [speedup["min"], speedup["max"]],
     }
 
 
@@ -566,10 +561,15 @@ def _resolve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argpa
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    command = "python benchmarks/selection.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.resummarize is not None:
         stored = json.loads(args.resummarize.read_text())
         return report(
-            stored["runs"], stored["config"], stored["learning_rate_sweep"], args.resummarize
+            stored["runs"],
+            stored["config"],
+            stored["learning_rate_sweep"],
+            args.resummarize,
+            stored.get("command", command),  # the command that ran them
         )
     data = load_mnist1d(args.num_samples, args.cache)
     rates, sweep = learning_rates(data, args)
@@ -594,21 +594,21 @@ def main(argv: list[str] | None = None) -> dict:
     config = {
         key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()
     }
-    return report(runs, config, sweep, args.output)
+    return report(runs, config, sweep, args.output, command)
 
 
-def report(runs: list[dict], config: dict, sweep: list[dict], output: Path) -> dict:
+def report(runs: list[dict], config: dict, sweep: list[dict], output: Path, command: str) -> dict:
     """Summarises ``runs`` into ``output`` (JSON, and the plot beside it) and prints the table."""
     summary = summarize(runs)
-    result = {
-        "headline": headline(summary),
-        "config": config,
-        "learning_rate_sweep": sweep,
-        "summary": summary,
-        "runs": runs,
-    }
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(result, indent=1))
+    result = harness.write_results(
+        output,
+        headline=headline(summary),
+        command=command,
+        config=config,
+        learning_rate_sweep=sweep,
+        summary=summary,
+        runs=runs,
+    )
     plot(runs, summary, output.with_suffix(".png"))
     print(markdown(summary))
     print(json.dumps(result["headline"], indent=1))

@@ -34,13 +34,11 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 import keras
 import numpy as np
-import tensorflow as tf
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import selection  # a sibling script
+import tensorflow as tf
 from selection_assist import ASSIST_METHODS, AssistMethod
 
 import echoing
@@ -201,7 +199,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--num-samples", type=int, default=50_000, help="MNIST-1D, 80%% train")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "echoing")
     parser.add_argument("--quick", action="store_true", help="a smoke run of seconds")
-    parser.add_argument("--output", type=Path, default=selection.RESULTS / "selection_profile.json")
+    parser.add_argument("--output", type=Path, default=harness.RESULTS / "selection_profile.json")
     args = parser.parse_args(argv)
     args.widths = sorted(int(width) for width in args.widths.split(","))
     if args.widths[0] < 1:
@@ -225,13 +223,13 @@ def main(argv: list[str] | None = None) -> dict:
                 for key, v in timings.items()
             }
             print(f"width {width} {method}: {shown}", flush=True)
-    result = {
-        "headline": headline(results, args.widths),
-        "config": {key: str(v) if isinstance(v, Path) else v for key, v in vars(args).items()},
-        "milliseconds": results,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1))
+    result = harness.write_results(
+        args.output,
+        headline=headline(results, args.widths),
+        command="python benchmarks/selection_profile.py " + " ".join(argv or sys.argv[1:]),
+        config={key: str(v) if isinstance(v, Path) else v for key, v in vars(args).items()},
+        milliseconds=results,
+    )
     print(json.dumps(result["headline"], indent=1), "->", args.output)
     return result
 
