@@ -48,29 +48,25 @@ import importlib.util
 import itertools
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
 import typing
 from pathlib import Path
 
+import harness
 import numpy as np
 import tensorflow as tf
+from echo_time_to_target import spread as spread_of  # a sibling script
+from echo_time_to_target import spread_text
 
-REPOSITORY = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPOSITORY))
+import pipelines
+from pipelines import sources
+from pipelines.sources import text
+from trainers import experiment, timing
 
-import pipelines  # noqa: E402 (after the path set-up, as a script)
-from pipelines import sources  # noqa: E402
-from pipelines.sources import text  # noqa: E402
-from trainers import experiment, timing  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from echo_time_to_target import spread as spread_of  # noqa: E402 (a sibling script)
-from echo_time_to_target import spread_text  # noqa: E402
-
-RESULTS = REPOSITORY / "benchmarks" / "results"
+REPOSITORY = harness.ROOT
+RESULTS = harness.RESULTS
 
 
 class Workload(typing.NamedTuple):
@@ -245,13 +241,19 @@ def spread(values: list[float | None]) -> dict | None:
 
 def summarize(runs: list[dict]) -> list[dict]:
     """Per workload and variant: seconds/steps to target over the seeds that reached it, and
-    the speed-up over the workload's baseline."""
+    the speed-up over the workload's baseline.
+
+    ``speedup`` is the baseline's mean seconds to target over the variant's (a ratio of means,
+    which the headline reads); ``paired_speedup`` is the same ratio seed by seed
+    (``harness.paired``, over the seeds both reached the target).
+    """
     groups: dict[tuple, list[dict]] = {}
     for run in runs:
         groups.setdefault((run["workload"], run["variant"], run["factor"]), []).append(run)
     table = []
     for (workload, name, factor), group in groups.items():
-        base = spread([r["seconds_to_target"] for r in groups[(workload, "baseline", 1.0)]])
+        base_runs = groups[(workload, "baseline", 1.0)]
+        base = spread([r["seconds_to_target"] for r in base_runs])
         seconds = spread([r["seconds_to_target"] for r in group])
         reached_all = seconds is not None and seconds["n"] == len(group)
         table.append(
@@ -268,6 +270,11 @@ def summarize(runs: list[dict]) -> list[dict]:
                 "R": spread([r["R"] for r in group]),
                 # Only when every seed reached the target: a mean over the lucky seeds flatters.
                 "speedup": base["mean"] / seconds["mean"] if base and reached_all else None,
+                "paired_speedup": harness.paired(
+                    {r["seed"]: r["seconds_to_target"] for r in base_runs},
+                    {r["seed"]: r["seconds_to_target"] for r in group},
+                    lambda base, mine: base / mine if base and mine else None,
+                ),
             }
         )
     return table
@@ -394,22 +401,17 @@ def main(argv: list[str] | None = None) -> dict:
         step = baseline["downstream_seconds_per_step"]
         rates[name]["train_examples_per_second"] = config.data.batch_size / step if step else None
     table = summarize(runs)
-    result = {
-        "headline": headline(table, text_stats),
-        "rates": rates,
-        "text_statistics": text_stats,
-        "table": table,
-        "runs": runs,
-        "workloads": {name: WORKLOADS[name]._asdict() for name in WORKLOADS},
-        "config": {key: value for key, value in vars(args).items() if key != "output"},
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "tensorflow": tf.__version__,
-        },
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    result = harness.write_results(
+        args.output,
+        headline=headline(table, text_stats),
+        command="python benchmarks/workloads.py " + " ".join(argv or sys.argv[1:]),
+        rates=rates,
+        text_statistics=text_stats,
+        table=table,
+        runs=runs,
+        workloads={name: WORKLOADS[name]._asdict() for name in WORKLOADS},
+        config={key: value for key, value in vars(args).items() if key != "output"},
+    )
     plot(table, args.output.with_suffix(".png"))
     print(markdown(table))
     print(json.dumps({"headline": result["headline"], "rates": rates}, indent=2))

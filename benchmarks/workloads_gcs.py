@@ -34,21 +34,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+import harness
 import numpy as np
 import tensorflow as tf
+import workloads  # a sibling script
+from network_bucket import ThrottledBucket
 
-REPOSITORY = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPOSITORY))
+import pipelines
+from pipelines import sources
+from pipelines.sources import record_layouts, tfrecord
 
-import pipelines  # noqa: E402 (after the path set-up, as a script)
-from pipelines import sources  # noqa: E402
-from pipelines.sources import record_layouts, tfrecord  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import workloads  # noqa: E402 (a sibling script)
-from network_bucket import ThrottledBucket  # noqa: E402
-
-RESULTS = REPOSITORY / "benchmarks" / "results"
+RESULTS = harness.RESULTS
 BUCKET = "echoing-imagenet-layout"
 WORKLOAD = workloads.Workload(
     "image_gcs",
@@ -135,17 +131,17 @@ def main(argv: list[str] | None = None) -> dict:
             ]
             limiter = bucket.limiter
     table = workloads.summarize(runs)
-    result = {
-        "headline": headline(table, args.megabits),
-        "limiter": limiter,
-        "data": args.data_overrides,
-        "rates": rates,
-        "table": table,
-        "runs": runs,
-        "config": {k: v for k, v in vars(args).items() if k not in ("output", "data_overrides")},
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    result = harness.write_results(
+        args.output,
+        headline=headline(table, args.megabits),
+        command="python benchmarks/workloads_gcs.py " + " ".join(argv or sys.argv[1:]),
+        limiter=limiter,
+        data=args.data_overrides,
+        rates=rates,
+        table=table,
+        runs=runs,
+        config={k: v for k, v in vars(args).items() if k not in ("output", "data_overrides")},
+    )
     workloads.plot(table, args.output.with_suffix(".png"))
     print(workloads.markdown(table))
     print(
