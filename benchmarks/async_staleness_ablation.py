@@ -67,13 +67,38 @@ def _rate_at(config, rate: float, step: int) -> float:
     return rate * config.decay_factor**decays
 
 
+def delayed_step(model, shadow, state, momentum_set: int):
+    """``step(iterator, rate)``: one update of ``model`` with the gradient at its parameters of
+    one update ago, which ``shadow`` (a second copy of the model, shared by every worker's step)
+    holds; then ``shadow`` takes the parameters this update started from. Build every worker's
+    step before training: building one sets ``shadow`` to the model's weights."""
+    import tensorflow as tf
+
+    from trainers.async_partitioned import mean_loss
+
+    shadow.set_weights(model.get_weights())
+    previous = [v.value for v in shadow.trainable_variables]
+
+    def step(iterator, rate):
+        features, labels = next(iterator)
+        with tf.GradientTape() as tape:
+            loss = mean_loss(shadow, features, labels)
+        gradients = tape.gradient(loss, previous)
+        before = [tf.identity(p.read_value()) for p in state.parameters]
+        with tf.control_dependencies([*gradients, *before]):
+            written = state.apply(range(len(previous)), gradients, rate, momentum_set=momentum_set)
+        with tf.control_dependencies(written):
+            return [p.assign(b) for p, b in zip(previous, before, strict=True)]
+
+    return tf.function(step)
+
+
 def train_sequential(setup: dict, variant: str, rate: float, seed: int) -> dict:
     """``sequential``, ``round_robin``, ``delayed(_shared)``: one thread, one update at a time."""
     import keras
     import tensorflow as tf
 
     from trainers import async_experiment, block_partition, models
-    from trainers.async_partitioned import mean_loss
     from trainers.async_state import TrainingState
     from trainers.passm import UpdateMeter
     from trainers.passm.steps import WorkerSteps
@@ -91,27 +116,8 @@ def train_sequential(setup: dict, variant: str, rate: float, seed: int) -> dict:
     dataset_fn = async_experiment.train_dataset_fn(data, seed=seed, num_workers=workers)
     iterators = [iter(dataset_fn(tf.constant(w, tf.int64))) for w in range(workers)]
     if variant.startswith("delayed"):
-        # The parameters of one update ago: the gradient is taken here, applied to the model.
         shadow = models.build_model(config.model, shape, data.num_classes)
-        shadow.set_weights(model.get_weights())
-        previous = [v.value for v in shadow.trainable_variables]
-
-        def delayed_step(iterator, rate, momentum_set):
-            features, labels = next(iterator)
-            with tf.GradientTape() as tape:
-                loss = mean_loss(shadow, features, labels)
-            gradients = tape.gradient(loss, previous)
-            before = [tf.identity(p.read_value()) for p in state.parameters]
-            with tf.control_dependencies([*gradients, *before]):
-                written = state.apply(
-                    range(len(previous)), gradients, rate, momentum_set=momentum_set
-                )
-            with tf.control_dependencies(written):
-                return [p.assign(b) for p, b in zip(previous, before, strict=True)]
-
-        functions = [
-            tf.function(lambda it, r, w=w: delayed_step(it, r, w % sets)) for w in range(workers)
-        ]
+        functions = [delayed_step(model, shadow, state, w % sets) for w in range(workers)]
     else:
         meter, lock = UpdateMeter(workers), tf.CriticalSection()
         steps = [WorkerSteps(model, state, meter, worker=w, lock=lock) for w in range(workers)]
