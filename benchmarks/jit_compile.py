@@ -17,12 +17,11 @@ expected to matter most, so these figures are a floor for what compilation buys,
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 
+import harness
 import keras
 import tensorflow as tf
 
@@ -30,7 +29,7 @@ import echoing
 from echoing import techniques
 from trainers import loop, models, timing
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "jit_compile.json")
+RESULTS = str(harness.RESULTS / "jit_compile.json")
 # (model, input shape, batch size) on this 2-core CPU: a few ms to tens of ms per step.
 MODELS = (("mnist1d_cnn", (40, 1), 128), ("resnet_small", (32, 32, 3), 32))
 VARIANTS = ("plain", "pgd")
@@ -148,21 +147,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{1e3 * row['compiled_seconds_per_step']:7.2f} ms (x{row['speedup']:.2f})",
             file=sys.stderr,
         )
-    result = {
-        "headline": headline(rows),
-        "command": "python benchmarks/jit_compile.py" + (" --quick" if args.quick else ""),
-        "machine": {
-            "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(),
-            "tensorflow": tf.__version__,
-            # Other work shares this machine: the 1-minute load when the measurement ended.
-            "load_average_1min": os.getloadavg()[0],
-        },
-        "rows": rows,
-    }
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    with open(args.output, "w") as file:
-        json.dump(result, file, indent=1)
+    harness.write_results(
+        args.output,
+        headline=headline(rows),
+        command="python benchmarks/jit_compile.py" + (" --quick" if args.quick else ""),
+        # Other work shares this machine: the 1-minute load when the measurement ended.
+        load_average_1min=os.getloadavg()[0],
+        rows=rows,
+    )
     plot(rows, os.path.splitext(args.output)[0] + ".png")
     return 0
 
