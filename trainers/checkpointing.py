@@ -48,6 +48,23 @@ import tensorflow as tf
 LOCK_FILENAME = "run.lock"
 
 
+def make_workdir(workdir: str) -> None:
+    """Creates ``workdir`` (local or gs://) and its parents.
+
+    Raises:
+      ValueError: naming the directory, why it cannot be created and the fix (the binary
+        prints it as one line).
+    """
+    try:
+        tf.io.gfile.makedirs(workdir)
+    except (tf.errors.OpError, OSError) as error:
+        reason = error.message if isinstance(error, tf.errors.OpError) else str(error)
+        raise ValueError(
+            f"cannot create the workdir {workdir!r} ({reason.splitlines()[0]}); choose a "
+            "directory you can write, e.g. --workdir=/tmp/run."
+        ) from None
+
+
 def make_manager(directory: str, *, max_to_keep: int, **objects) -> tf.train.CheckpointManager:
     """A ``CheckpointManager`` over a ``tf.train.Checkpoint`` of ``objects`` (name -> trackable).
 
@@ -260,7 +277,7 @@ class WorkdirLock:
                 hold.depth += 1
                 self._key = key
                 return self
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            make_workdir(os.path.dirname(self.path))
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -28,7 +28,16 @@ import ml_collections
 import tensorflow as tf
 
 import pipelines
-from trainers import inputs, loop, models, optimizers, run_config, strategies, timing
+from trainers import (
+    checkpointing,
+    inputs,
+    loop,
+    models,
+    optimizers,
+    run_config,
+    strategies,
+    timing,
+)
 
 
 def measure_ratio(config, strategy, upstream_stages=()) -> dict[str, float]:
@@ -92,7 +101,7 @@ def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
     config = run_config.resolve_config(config)
     if not isinstance(workdir, str) or not workdir:
         raise ValueError(f"workdir must be a non-empty path, got {workdir!r}.")
-    tf.io.gfile.makedirs(workdir)
+    checkpointing.make_workdir(workdir)
     keras.utils.set_random_seed(config.seed)
     strategy = strategies.from_config(config)
     steps = config.diagnose_steps

@@ -120,7 +120,7 @@ def run(
     # First: MultiWorkerMirroredStrategy configures the runtime's collectives when created.
     strategy = strategies.from_config(config)
     workdir = strategies.worker_directory(strategy, workdir)
-    tf.io.gfile.makedirs(workdir)
+    checkpointing.make_workdir(workdir)
     # Before anything reads or rewrites the workdir (the checkpoint restore removes unfinished
     # saves, the metrics writer drops rows past the restored step): one run at a time.
     with checkpointing.WorkdirLock(workdir), sources.loaded_once():

@@ -117,23 +117,34 @@ _VERBOSE = flags.DEFINE_bool(
 _CLUSTER_SPEC = flags.DEFINE_string(
     "cluster_spec", None, 'With --serve: the cluster, JSON {"worker": [...], "ps": [...], ...}.'
 )
-flags.register_multi_flags_validator(
-    ["config", "workdir", "serve"],
-    lambda values: (
-        values["serve"] is not None
-        or (values["config"] is not None and values["workdir"] is not None)
-    ),
-    message="--config and --workdir are required (unless --serve runs a cluster server).",
-)
 
 
 def main(argv: list[str]) -> None:
+    """The binary; a usage error (a flag missing or one that cannot go with the others) ends it
+    with one line, ``error: ...``, and exit status 2, instead of absl's whole usage text."""
+    try:
+        _main(argv)
+    except app.UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}; use --config and --workdir.")
+    # Checked here, not by a flags validator, whose message would print the whole config.
+    if _SERVE.value is None and (_CONFIG.value is None or _WORKDIR.value is None):
+        missing = [name for name in ("config", "workdir") if flags.FLAGS[name].value is None]
+        raise app.UsageError(
+            f"--{' and --'.join(missing)} {'is' if len(missing) == 1 else 'are'} required "
+            "(unless --serve runs a cluster server), e.g. --config=configs/mnist1d.py "
+            "--workdir=/tmp/mnist1d."
+        )
     if not _VERBOSE.value:
         console.quiet_python_logs()
     if _SERVE.value is not None:
-        _serve(_SERVE.value, _CLUSTER_SPEC.value)
+        with _one_line_errors():
+            _serve(_SERVE.value, _CLUSTER_SPEC.value)
         return
     config = _CONFIG.value
     if _STRATEGY.value is not None:
@@ -233,7 +244,14 @@ def _serve(task: str, cluster_spec: str | None) -> None:
             f'--cluster_spec=\'{{"worker": [...], "ps": [...]}}\'; got --serve={task!r} and '
             f"--cluster_spec={cluster_spec!r}."
         )
-    local_cluster.serve(json.loads(cluster_spec), job, int(index))
+    try:
+        spec = json.loads(cluster_spec)
+    except json.JSONDecodeError as error:
+        raise app.UsageError(
+            f"--cluster_spec is not JSON ({error}); it maps each job to its host:port list, "
+            f'e.g. --cluster_spec=\'{{"worker": ["localhost:2223"], "ps": ["localhost:2222"]}}\'.'
+        ) from None
+    local_cluster.serve(spec, job, int(index))
 
 
 def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) -> None:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import tensorflow as tf
-from absl import app, flags
+from absl import flags
 
 from trainers import metrics_writer, strategies, train
 
@@ -154,15 +154,16 @@ def test_the_strategy_flag_is_validated_when_parsed(mnist1d_config_path, monkeyp
 
 
 @pytest.mark.parametrize(
-    ("strategy", "error", "message"),
+    ("strategy", "status", "message"),
     [
-        ("parameter_server", app.UsageError, "needs a config with a `mode`"),
+        # A usage error: one line on stderr and exit status 2 (no usage text).
+        ("parameter_server", 2, "^error: .*needs a config with a `mode`"),
         # A ValueError of the run: one line on stderr and exit status 1 (no traceback).
-        ("tpu", SystemExit, "^error: .*strategy='tpu' needs a TPU"),
+        ("tpu", 1, "^error: .*strategy='tpu' needs a TPU"),
     ],
 )
 def test_the_binary_refuses_strategies_this_config_or_machine_cannot_run(
-    strategy, error, message, mnist1d_config_path, tmp_path, monkeypatch, capsys
+    strategy, status, message, mnist1d_config_path, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.delenv("TPU_NAME", raising=False)
     argv = [
@@ -172,16 +173,42 @@ def test_the_binary_refuses_strategies_this_config_or_machine_cannot_run(
         f"--strategy={strategy}",
     ]
     _parse(argv, monkeypatch)
-    with pytest.raises(error) as raised:
+    with pytest.raises(SystemExit) as raised:
         train.main(["train"])
-    if error is SystemExit:
-        assert raised.value.code == 1
-        shown = capsys.readouterr().err.strip()
-        assert len(shown.splitlines()) == 1, shown
-    else:
-        shown = str(raised.value)
+    assert raised.value.code == status
+    shown = capsys.readouterr().err.strip()
+    assert len(shown.splitlines()) == 1, shown
     assert re.search(message, shown), shown
     assert not os.listdir(tmp_path)  # refused before anything was written
+
+
+@pytest.mark.parametrize(
+    ("flags_given", "status", "message"),
+    [
+        (["--config={config}:smoke"], 2, "^error: --workdir is required .*--workdir=/tmp/"),
+        (
+            ["--config={config}:smoke", "--workdir=/proc/no_such_dir/run"],
+            1,
+            "^error: cannot create the workdir '/proc/no_such_dir/run' .*choose a directory",
+        ),
+        (
+            ["--serve=worker:0", "--cluster_spec={{bad"],
+            2,
+            '^error: --cluster_spec is not JSON .*\\{"worker": \\[',
+        ),
+    ],
+)
+def test_the_binary_says_what_is_wrong_with_its_flags_in_one_line(
+    flags_given, status, message, mnist1d_config_path, monkeypatch, capsys
+):
+    argv = ["train", *(flag.format(config=mnist1d_config_path) for flag in flags_given)]
+    _parse(argv, monkeypatch)
+    with pytest.raises(SystemExit) as raised:
+        train.main(["train"])
+    assert raised.value.code == status
+    shown = capsys.readouterr().err.strip()
+    assert len(shown.splitlines()) == 1, shown
+    assert re.search(message, shown), shown
 
 
 def test_multi_worker_alone_runs_the_loop_with_compiled_steps(
