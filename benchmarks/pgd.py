@@ -38,14 +38,13 @@ call (read + per-record Python decode, no TensorFlow). Writes ``pgd_gather.json`
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
-import platform
 import statistics
 import sys
 import time
 
+import harness
 import keras
 import numpy as np
 import tensorflow as tf
@@ -55,7 +54,7 @@ from echoing._src.core.sources import DataSourceSource
 from echoing._src.priority.sampling import PrioritySampler, priority_sample, sampled_batches
 from pipelines.sources import mnist1d
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+RESULTS = harness.RESULTS
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
 METHODS = {
@@ -189,20 +188,27 @@ def train(
 
 def first_reaching(curve: dict, key: str, target: float, lower_is_better: bool) -> dict | None:
     """Step and seconds of the first evaluation at the target, or None if never reached."""
-    for index, value in enumerate(curve[key]):
-        if (value <= target) if lower_is_better else (value >= target):
-            return {"step": curve["step"][index], "seconds": curve["seconds"][index]}
-    return None
+    sign = -1.0 if lower_is_better else 1.0  # a loss reaches its target from above
+    points = [(index, sign * value) for index, value in enumerate(curve[key])]
+    index = harness.first_reaching(points, sign * target)
+    if index is None:
+        return None
+    return {"step": curve["step"][index], "seconds": curve["seconds"][index]}
 
 
 def summarize(curves: dict) -> dict:
-    """Targets from SGD, then per method: steps/time to target, speed-ups, final accuracy."""
+    """Targets from SGD, then per method: steps/time to target, speed-ups, final accuracy.
+
+    ``{loss,accuracy}_speedup_{steps,seconds}`` are SGD's mean over the method's mean (ratios of
+    means, which the headline reads); ``..._paired_speedup_...`` are the same ratios seed by seed
+    (``harness.paired``, over the seeds both reached the target).
+    """
     summary = {}
     for model_name, by_method in curves.items():
         sgd = by_method["sgd"]
         loss_target = max(min(curve["train_loss"]) for curve in sgd)
         accuracy_target = min(max(curve["test_accuracy"]) for curve in sgd)
-        rows = {}
+        rows, hits_by_seed = {}, {}
         for method, runs in by_method.items():
             row = {}
             for name, key, target, lower in (
@@ -210,6 +216,7 @@ def summarize(curves: dict) -> dict:
                 ("accuracy", "test_accuracy", accuracy_target, False),
             ):
                 reached = [first_reaching(curve, key, target, lower) for curve in runs]
+                hits_by_seed[method, name] = dict(enumerate(reached))  # seeds run 0, 1, ...
                 hits = [r for r in reached if r is not None]
                 row[f"{name}_reached"] = f"{len(hits)}/{len(runs)}"
                 row[f"{name}_all_reached"] = len(hits) == len(runs)
@@ -235,6 +242,18 @@ def summarize(curves: dict) -> dict:
                         rows["sgd"][f"{name}_{unit}"] / value
                         if value and row[f"{name}_all_reached"]
                         else None
+                    )
+        for method, row in rows.items():
+            for name in ("loss", "accuracy"):
+                for unit, field in (("steps", "step"), ("seconds", "seconds")):
+                    row[f"{name}_paired_speedup_{unit}"] = harness.paired(
+                        hits_by_seed["sgd", name],
+                        hits_by_seed[method, name],
+                        lambda sgd, mine, field=field: (
+                            sgd[field] / mine[field]
+                            if sgd and mine and sgd[field] and mine[field]
+                            else None
+                        ),
                     )
         summary[model_name] = {
             "loss_target": loss_target,
@@ -604,10 +623,6 @@ def main(argv: list[str] | None = None) -> dict:
     return run_comparison(args, data)
 
 
-def _machine() -> dict:
-    return {"platform": platform.platform(), "cpus": os.cpu_count(), "tensorflow": tf.__version__}
-
-
 def _command(*flags: str, quick: bool) -> str:
     return " ".join(["python benchmarks/pgd.py", *flags, *(["--quick"] if quick else [])])
 
@@ -623,14 +638,13 @@ def run_gather(args) -> dict:
     text = gather_markdown(gather)
     print(text)
     stem = "pgd_gather_quick" if args.quick else "pgd_gather"
-    result = {
-        "headline": gather_headline(gather),
-        "command": _command("--gather", quick=args.quick),
-        "machine": _machine(),
-        "gather_cost": gather,
-        "markdown": text,
-    }
-    (args.output / f"{stem}.json").write_text(json.dumps(result, indent=1))
+    harness.write_results(
+        args.output / f"{stem}.json",
+        headline=gather_headline(gather),
+        command=_command("--gather", quick=args.quick),
+        gather_cost=gather,
+        markdown=text,
+    )
     plot_gather(gather, args.output / f"{stem}.png")
     return gather
 
@@ -645,14 +659,14 @@ def run_oracle(args, data: dict) -> dict:
         mean = np.mean([run["train_loss"] for run in runs], axis=0)
         lines.append(f"| {variant} | " + ", ".join(f"{v:.3f}" for v in mean) + " |")
     print("\n".join(lines))
-    result = {
-        "headline": oracle_headline(oracle),
-        "command": _command("--oracle", quick=args.quick),
-        "curves": oracle,
-        "markdown": "\n".join(lines),
-    }
     stem = "pgd_oracle_quick" if args.quick else "pgd_oracle"
-    (args.output / f"{stem}.json").write_text(json.dumps(result))
+    harness.write_results(
+        args.output / f"{stem}.json",
+        headline=oracle_headline(oracle),
+        command=_command("--oracle", quick=args.quick),
+        curves=oracle,
+        markdown="\n".join(lines),
+    )
     return oracle
 
 
@@ -687,11 +701,11 @@ def run_comparison(args, data: dict) -> dict:
     table = markdown(summary, cost)
     print(table)
     stem = "pgd_quick" if args.quick else "pgd"
-    result = {
-        "headline": headline(summary, cost),
-        "command": _command(quick=args.quick),
-        "machine": _machine(),
-        "settings": {
+    result = harness.write_results(
+        args.output / f"{stem}.json",
+        headline=headline(summary, cost),
+        command=_command(quick=args.quick),
+        settings={
             "num_train_examples": int(data["x"].shape[0]),
             "num_test_examples": int(data["x_test"].shape[0]),
             "steps": steps,
@@ -701,12 +715,11 @@ def run_comparison(args, data: dict) -> dict:
             "learning_rates": LEARNING_RATES,
             "methods": METHODS,
         },
-        "selection_cost": cost,
-        "summary": summary,
-        "curves": curves,
-        "markdown": table,
-    }
-    (args.output / f"{stem}.json").write_text(json.dumps(result, indent=1, default=float))
+        selection_cost=cost,
+        summary=summary,
+        curves=curves,
+        markdown=table,
+    )
     plot(curves, summary, cost, args.output / f"{stem}.png")
     return result
 
