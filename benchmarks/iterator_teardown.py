@@ -29,12 +29,14 @@ import argparse
 import gc
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
+import harness
 import tensorflow as tf
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = harness.RESULTS
 # tf.data's autotune thread optimises at once, then waits 20 ms, doubling after each run.
 FIRST_PERIOD_SECONDS = 0.02
 MAX_PERIOD_SECONDS = 60.0
@@ -115,13 +117,13 @@ def main(argv: list[str] | None = None) -> dict:
             for autotune in (True, False):  # interleaved, so background load hits both alike
                 rows.append(trial(autotune, lifetime))
                 print(json.dumps(rows[-1]), flush=True)
-    result = {
-        "headline": summarize(rows, args.stall_seconds),
-        "config": {**vars(args), "output": str(args.output), "tensorflow": tf.__version__},
-        "trials": rows,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1))
+    result = harness.write_results(
+        args.output,
+        headline=summarize(rows, args.stall_seconds),
+        command="python benchmarks/iterator_teardown.py " + " ".join(argv or sys.argv[1:]),
+        config={**vars(args), "output": str(args.output)},
+        trials=rows,
+    )
     print(json.dumps(result["headline"], indent=1))
     return result
 
