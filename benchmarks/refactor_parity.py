@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -28,8 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+import harness
+
+ROOT = harness.ROOT
+RESULTS = harness.RESULTS
+SIDES = ("before", "after")
 
 
 def export_revision(revision: str, folder: Path) -> Path:
@@ -116,6 +118,20 @@ def headline(rows: list[dict]) -> dict:
     }
 
 
+def paired(rows: list[dict]) -> dict:
+    """Before's seconds over after's, seed by seed (``harness.paired``): > 1 when after is
+    faster. The headline's ratios are of the medians over seeds."""
+    by_seed = {side: {row["seed"]: row for row in rows if row["side"] == side} for side in SIDES}
+    return {
+        f"{key}_speedup_after_vs_before": harness.paired(
+            by_seed["before"],
+            by_seed["after"],
+            lambda before, after, key=key: before[key] / after[key],
+        )
+        for key in ("wall_seconds", "train_seconds")
+    }
+
+
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -123,7 +139,7 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, (times, accuracies) = plt.subplots(1, 2, figsize=(9, 3.5))
-    for offset, side in enumerate(("before", "after")):
+    for offset, side in enumerate(SIDES):
         mine = [row for row in rows if row["side"] == side]
         times.scatter([offset] * len(mine), [row["wall_seconds"] for row in mine], label=side)
         accuracies.scatter([offset] * len(mine), [row["eval_accuracy"] for row in mine])
@@ -146,22 +162,20 @@ def main() -> None:
         scratch = Path(folder)
         before_tree = export_revision(args.before, scratch)
         rows = compare(before_tree, list(range(args.seeds)), args.config_arg, scratch)
-    revision = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    result = {
-        "headline": headline(rows),
-        "settings": {
+    result = harness.write_results(
+        args.output,
+        headline=headline(rows),
+        command="python benchmarks/refactor_parity.py " + " ".join(sys.argv[1:]),
+        settings={
             "before": args.before,
-            "after": f"{revision} + working tree",
+            "after": f"{harness.git_commit()} + working tree",
             "config": "configs/mnist1d.py" + (f":{args.config_arg}" if args.config_arg else ""),
             "seeds": args.seeds,
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         },
-        "runs": rows,
-    }
+        paired=paired(rows),
+        runs=rows,
+    )
     output = Path(args.output)
-    output.write_text(json.dumps(result, indent=1) + "\n")
     plot(rows, output.with_suffix(".png"))
     print(json.dumps(result["headline"], indent=1))
 
