@@ -73,13 +73,14 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import harness
 import keras
 import numpy as np
 import tensorflow as tf
 
 from echoing import Assistant, AssistantLearner, assistant_filter
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = harness.RESULTS
 METHODS = ("shuffle", "assistant", "assistant_reweight", "shrinking")
 BASE_PROB = 0.3
 THRESHOLD_DECAY = 0.75  # the paper code's running-mean decay, used by shrinking and the learner
@@ -322,10 +323,8 @@ def measure_throughput(task: dict, config: dict) -> dict:
 
 
 def first_reaching(curve: list[dict], target: float) -> dict | None:
-    for point in curve:
-        if point["test_accuracy"] >= target:
-            return point
-    return None
+    """The first point of ``curve`` at or above ``target`` test accuracy, else None."""
+    return harness.first_reaching([(point, point["test_accuracy"]) for point in curve], target)
 
 
 COUNTS = ("optimizer_steps", "examples_computed", "boss_epochs", "data_passes", "seconds")
@@ -333,12 +332,18 @@ HEADLINE_UNITS = {"steps": "optimizer_steps", "epochs": "boss_epochs", "passes":
 
 
 def summarize(runs: list[dict]) -> dict:
-    """Per task and method: epochs/passes/seconds to target (mean, std, worst), final accuracy."""
+    """Per task and method: epochs/passes/seconds to target (mean, std, worst), final accuracy.
+
+    ``<count>_saved_vs_shuffle`` and the headline compare means over seeds (ratios of means);
+    ``<count>_paired_vs_shuffle`` is the method's count over shuffling's seed by seed
+    (``harness.paired``, over the seeds both reached the target; < 1 = fewer).
+    """
     summary = {}
     for task in sorted({r["task"] for r in runs}):
         baseline = [r for r in runs if r["task"] == task and r["method"] == "shuffle"]
         target = 0.99 * min(max(p["test_accuracy"] for p in r["curve"]) for r in baseline)
         summary[task] = {"target_accuracy": target, "methods": {}}
+        base_hits = {r["seed"]: first_reaching(r["curve"], target) for r in baseline}
         for method in METHODS:
             chosen = [r for r in runs if r["task"] == task and r["method"] == method]
             if not chosen:
@@ -367,6 +372,13 @@ def summarize(runs: list[dict]) -> dict:
                 values = [h[key] for h in reached]
                 entry[f"{key}_to_target"] = float(np.mean(values)) if values else None
                 entry[f"{key}_to_target_std"] = float(np.std(values)) if values else None
+                entry[f"{key}_paired_vs_shuffle"] = harness.paired(
+                    base_hits,
+                    {r["seed"]: hit for r, hit in zip(chosen, hits, strict=True)},
+                    lambda base, mine, key=key: (
+                        mine[key] / base[key] if base and mine and base[key] and mine[key] else None
+                    ),
+                )
             summary[task]["methods"][method] = entry
         base = summary[task]["methods"]["shuffle"]
         for entry in summary[task]["methods"].values():
@@ -541,23 +553,22 @@ def main(argv: list[str] | None = None) -> dict:
         {} if args.skip_throughput else measure_throughput(load_task("mnist1d", args.quick), config)
     )
     summary = summarize(runs)
-    result = {
-        "config": {**config, "base_prob": BASE_PROB, "threshold_decay": THRESHOLD_DECAY},
-        "machine": {"cpus": os.cpu_count(), "tensorflow": tf.__version__},
-        "total_seconds": time.perf_counter() - started,
-        "headline": headline(summary),
-        "summary": summary,
-        "throughput": throughput,
-        "runs": runs,
+    result = harness.write_results(
+        args.output / "autoassist.json",
+        headline=headline(summary),
+        command="python benchmarks/autoassist.py " + " ".join(argv or sys.argv[1:]),
+        config={**config, "base_prob": BASE_PROB, "threshold_decay": THRESHOLD_DECAY},
+        total_seconds=time.perf_counter() - started,
+        summary=summary,
+        throughput=throughput,
+        runs=runs,
         # Learner threads still alive (0 when every run closed its learner). Not
         # threading.active_count(): TensorFlow's own threads that call back into Python register
         # as dummy threads, and how many do depends on scheduling.
-        "learner_threads_at_exit": sum(
+        learner_threads_at_exit=sum(
             thread.name == "assistant_learner" for thread in threading.enumerate()
         ),
-    }
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "autoassist.json").write_text(json.dumps(result, indent=1))
+    )
     plot(runs, summary, throughput, args.output / "autoassist.png")
     print(markdown(summary, throughput))
     print(json.dumps(result["headline"], indent=1))
