@@ -29,7 +29,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from echoing._src.core.types import is_positive_int
+from echoing._src.core.checks import is_positive_int
 
 # What the Assistant scores: a key of the element dict, or a function of the element.
 FeatureSelector = str | Callable[[Mapping[str, Any]], tf.Tensor] | None

@@ -25,7 +25,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from echoing._src.core.types import is_positive_int
+from echoing._src.core.checks import is_positive_int
 
 
 class BagOfWords:

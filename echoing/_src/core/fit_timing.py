@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from echoing._src.core.types import is_positive_int
+from echoing._src.core.checks import is_positive_int
 
 
 class BatchStamps:

@@ -1,4 +1,4 @@
-"""Type aliases and type checks shared across the package.
+"""Type aliases shared across the package (argument checks live in ``checks``).
 
 Example::
 
@@ -15,13 +15,11 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+# Moved to ``checks``; re-exported so that imports of its old home keep working.
+from echoing._src.core.checks import is_positive_int  # noqa: F401
+
 # What every factory in `echoing` returns: a function for `tf.data.Dataset.apply`.
 DatasetTransformation = Callable[[tf.data.Dataset], tf.data.Dataset]
-
-
-def is_positive_int(value) -> bool:
-    """Whether ``value`` is a Python int >= 1 (``True`` is a bool, not a count)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 class ClosesOnExit:
