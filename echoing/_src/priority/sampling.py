@@ -51,13 +51,13 @@ examples and select its top-k locally, which is the paper's worker design:
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 
+from echoing._src.core.checks import in_interval, is_int, is_real
 from echoing._src.core.sources import RandomAccessSource, random_access_source
 from echoing._src.priority.shards import ShardedPriorityTable, pipeline_share
 from echoing._src.priority.table import PriorityTable
@@ -69,11 +69,11 @@ MODES = ("top_k", "proportional")
 
 
 def _check_ratio(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if not is_real(value, finite=False):
         raise TypeError(
             f"{name} must be a float in [0, 1], got {value!r} ({type(value).__name__})."
         )
-    if not 0.0 <= float(value) <= 1.0:
+    if not in_interval(float(value), 0.0, 1.0):
         raise ValueError(f"{name} must be in [0, 1] (a fraction of the batch), got {value!r}.")
     return float(value)
 
@@ -124,29 +124,28 @@ class PrioritySampler(tf.Module):
                 f"table must be an echoing.PriorityTable, got {type(table).__name__}; build one "
                 "with echoing.PriorityTable(num_examples)."
             )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
+        if not is_int(batch_size, numpy=True):
             raise TypeError(f"batch_size must be an int, got {batch_size!r}.")
         n = table.num_examples
-        if not 1 <= batch_size <= n:
+        if not in_interval(batch_size, 1, n):
             raise ValueError(
                 f"batch_size must be in [1, N={n}] (the table's num_examples), got {batch_size}; "
                 "a batch cannot hold more distinct examples than the source has."
             )
         top_ratio = _check_ratio("top_ratio", top_ratio)
         renew_ratio = _check_ratio("renew_ratio", renew_ratio)
-        if not 0.0 < top_ratio + renew_ratio <= 1.0:
+        if not in_interval(top_ratio + renew_ratio, 0.0, 1.0, low_open=True):
             raise ValueError(
                 f"top_ratio + renew_ratio must be in (0, 1], got {top_ratio} + {renew_ratio} = "
                 f"{top_ratio + renew_ratio}; they are fractions of one batch (e.g. 0.5 and 0.5)."
             )
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
-        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or alpha < 0:
+        if not is_real(alpha, finite=False) or alpha < 0:
             raise ValueError(f"alpha must be a real number >= 0, got {alpha!r}.")
-        if (
-            isinstance(importance_exponent, bool)
-            or not isinstance(importance_exponent, numbers.Real)
-            or not 0.0 <= importance_exponent <= 1.0
+        if not (
+            is_real(importance_exponent, finite=False)
+            and in_interval(importance_exponent, 0.0, 1.0)
         ):
             raise ValueError(
                 f"importance_exponent must be in [0, 1] (1 is unbiased), got "
@@ -154,7 +153,7 @@ class PrioritySampler(tf.Module):
             )
         if seed is None:
             seed = int(np.random.default_rng().integers(2**31 - 1))
-        elif isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        elif not is_int(seed, numpy=True):
             raise TypeError(f"seed must be an int or None, got {seed!r}.")
 
         self.table = table
@@ -367,7 +366,7 @@ def sampled_batches(
         ``batch_size / num_splits`` rows (one per replica fed by this input pipeline), all
         from the same selection, so they never repeat an example among themselves.
     """
-    if isinstance(start_step, bool) or not isinstance(start_step, numbers.Integral):
+    if not is_int(start_step, numpy=True):
         raise TypeError(f"start_step must be an int, got {start_step!r}.")
 
     def gather(step: tf.Tensor) -> dict[str, tf.Tensor]:

@@ -22,10 +22,10 @@ there were so a caller can log them.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import tensorflow as tf
+
+from echoing._src.core.checks import in_interval, is_positive_int, is_real
 
 
 def select_rows(batch: dict, scores: tf.Tensor, k: int) -> dict:
@@ -45,7 +45,7 @@ def select_rows(batch: dict, scores: tf.Tensor, k: int) -> dict:
         InvalidArgumentError naming the argument when the step runs (XLA, ``jit_compile=True``,
         drops run-time assertions: give it static shapes, e.g. ``batch(..., drop_remainder=True)``).
     """
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+    if not is_positive_int(k, numpy=True):
         raise ValueError(f"select_rows(k={k!r}): expected an int >= 1, the rows to train on.")
     if not isinstance(batch, dict) or not batch:
         raise TypeError(f"select_rows(batch={batch!r}): expected a non-empty dict of tensors.")
@@ -106,15 +106,15 @@ def sample_rows(
         an InvalidArgumentError naming the argument when the step runs, as in ``select_rows``).
       TypeError: ``batch`` not a dict, or with a ``"sample_weight"`` key; a non-integer seed.
     """
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+    if not is_positive_int(k, numpy=True):
         raise ValueError(f"sample_rows(k={k!r}): expected an int >= 1, the rows to train on.")
     if not isinstance(batch, dict) or not batch or "sample_weight" in batch:
         raise TypeError(
             f"sample_rows(batch={batch!r}): expected a non-empty dict of tensors without a "
             "'sample_weight' key (the drawn rows get weights of their own)."
         )
-    if isinstance(uniform_mix, bool) or not (
-        isinstance(uniform_mix, numbers.Real) and 0.0 < uniform_mix <= 1.0
+    if not (
+        is_real(uniform_mix, finite=False) and in_interval(uniform_mix, 0.0, 1.0, low_open=True)
     ):
         raise ValueError(
             f"sample_rows(uniform_mix={uniform_mix!r}): expected a number in (0, 1]; it bounds "

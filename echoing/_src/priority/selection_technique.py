@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from echoing._src.core.checks import in_interval
 from echoing._src.core.technique import Context, Technique
 from echoing._src.priority.selection import sample_rows, select_rows
 
@@ -49,7 +50,7 @@ class InBatchSelection(Technique):
     selects_rows = True
 
     def __init__(self, ratio: float, *, mode: str = "top", seed: int = 0):
-        if isinstance(ratio, bool) or not 0 < ratio <= 1:
+        if isinstance(ratio, bool) or not in_interval(ratio, 0, 1, low_open=True):
             raise ValueError(f"InBatchSelection(ratio={ratio!r}): expected a number in (0, 1].")
         if mode not in MODES:
             raise ValueError(f"InBatchSelection(mode={mode!r}): expected one of {MODES}.")
@@ -96,7 +97,7 @@ def default_config(config) -> None:
 
 
 def check_config(config) -> None:
-    if not 0 < config.select_ratio <= 1:
+    if not in_interval(config.select_ratio, 0, 1, low_open=True):
         raise ValueError(
             f"config select_ratio must be in (0, 1] (1 = off), got {config.select_ratio!r}: the "
             "fraction of each batch trained on."

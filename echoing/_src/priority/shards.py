@@ -28,11 +28,11 @@ example of host memory).
 from __future__ import annotations
 
 import dataclasses
-import numbers
 
 import numpy as np
 import tensorflow as tf
 
+from echoing._src.core.checks import in_interval, is_int
 from echoing._src.priority.table import PriorityTable, check_ids, table_statistics
 
 
@@ -65,9 +65,9 @@ class ShardedPriorityTable(tf.Module):
         """
         super().__init__(name=name or "sharded_priority_table")
         for label, value in (("num_examples", num_examples), ("num_shards", num_shards)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            if not is_int(value, numpy=True):
                 raise TypeError(f"{label} must be an int, got {value!r} ({type(value).__name__}).")
-        if not 1 <= num_shards <= max(num_examples, 1):
+        if not in_interval(num_shards, 1, max(num_examples, 1)):
             raise ValueError(
                 f"num_shards must be in [1, num_examples={num_examples}] (one shard per input "
                 f"pipeline, none empty), got {num_shards}."
@@ -202,14 +202,14 @@ def pipeline_share(
             f"num_replicas_in_sync={replicas} is not a multiple of num_input_pipelines="
             f"{pipelines}; every input pipeline must feed the same number of replicas."
         )
-    if isinstance(global_batch_size, bool) or not isinstance(global_batch_size, int):
+    if not is_int(global_batch_size):
         raise TypeError(f"batch_size must be an int, got {global_batch_size!r}.")
     if global_batch_size < 1 or global_batch_size % replicas:
         raise ValueError(
             "with an input_context, batch_size is the global batch: a positive multiple of "
             f"num_replicas_in_sync={replicas}, got {global_batch_size}."
         )
-    if seed is not None and not isinstance(seed, bool) and isinstance(seed, int):
+    if is_int(seed):
         seed = int(np.random.SeedSequence([seed, pipeline]).generate_state(1)[0] % (2**31 - 1))
     return PipelineShare(
         table=table.shards[pipeline] if sharded else table,

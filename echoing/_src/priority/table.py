@@ -40,10 +40,10 @@ alongside the model.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import tensorflow as tf
+
+from echoing._src.core.checks import in_interval, is_int, is_real
 
 # ``measured_step`` of an example that has never been measured.
 NEVER_MEASURED = -1
@@ -75,7 +75,7 @@ class PriorityTable(tf.Module):
           ValueError: ``num_examples < 1`` or ``decay`` outside ``(0, 1]``.
         """
         super().__init__(name=name or "priority_table")
-        if isinstance(num_examples, bool) or not isinstance(num_examples, numbers.Integral):
+        if not is_int(num_examples, numpy=True):
             raise TypeError(
                 f"num_examples must be an int (the number of examples in the source), got "
                 f"{num_examples!r} ({type(num_examples).__name__})."
@@ -84,9 +84,9 @@ class PriorityTable(tf.Module):
             raise ValueError(
                 f"num_examples must be >= 1, got {num_examples}; pass the size of the source."
             )
-        if isinstance(decay, bool) or not isinstance(decay, numbers.Real):
+        if not is_real(decay, finite=False):
             raise TypeError(f"decay must be a float in (0, 1], got {decay!r}.")
-        if not 0.0 < float(decay) <= 1.0:
+        if not in_interval(float(decay), 0.0, 1.0, low_open=True):
             raise ValueError(
                 f"decay must be in (0, 1] (the paper uses 0.8), got {decay!r}; it weights the "
                 "newest slope measurement against the previous slope."
