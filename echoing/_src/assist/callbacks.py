@@ -47,6 +47,7 @@ import tensorflow as tf
 
 from echoing._src.assist.filter import AssistantFilter
 from echoing._src.assist.learner import AssistantLearner
+from echoing._src.core.checks import is_positive_int
 from echoing._src.core.loss_table import LossInbox
 
 
@@ -220,11 +221,7 @@ def _check_stage_and_every(owner: str, stage, every_n_batches) -> None:
         raise TypeError(
             f"{owner}(stage={stage!r}): expected the echoing.assistant_filter result or None."
         )
-    if (
-        isinstance(every_n_batches, bool)
-        or not isinstance(every_n_batches, int)
-        or every_n_batches < 1
-    ):
+    if not is_positive_int(every_n_batches):
         raise ValueError(f"{owner}(every_n_batches={every_n_batches!r}): expected an int >= 1.")
 
 

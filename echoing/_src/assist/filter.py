@@ -28,9 +28,6 @@ equals the unfiltered one (InfoBatch-style; the paper trains on kept examples un
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import keras
 import tensorflow as tf
 
@@ -43,7 +40,7 @@ from echoing._src.assist.assistant import (
     select_features,
 )
 from echoing._src.core import grouping, meters
-from echoing._src.core.types import is_positive_int
+from echoing._src.core.checks import in_interval, is_positive_int, is_real, is_seed
 
 
 class AssistantFilter:
@@ -250,12 +247,7 @@ def _check_arguments(
             f"assistant_filter(assistant={assistant!r}): expected a keras.Model scorer such as "
             "echoing.Assistant(num_classes=...)."
         )
-    if (
-        isinstance(base_prob, bool)
-        or not isinstance(base_prob, numbers.Real)
-        or not math.isfinite(base_prob)
-        or not 0.0 < base_prob <= 1.0
-    ):
+    if not (is_real(base_prob) and in_interval(base_prob, 0.0, 1.0, low_open=True)):
         raise ValueError(
             f"assistant_filter(base_prob={base_prob!r}): expected a number in (0, 1], the "
             "probability of keeping an easy example (the paper uses 0.3); 0 could starve "
@@ -269,7 +261,7 @@ def _check_arguments(
         )
     if not isinstance(reweight, bool):
         raise TypeError(f"assistant_filter(reweight={reweight!r}): expected True or False.")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+    if not is_seed(seed):
         raise TypeError(f"assistant_filter(seed={seed!r}): expected an int or None.")
     for arg, value in (
         ("max_consecutive_drops", max_consecutive_drops),

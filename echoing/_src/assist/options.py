@@ -16,15 +16,13 @@ error at construction, not a failure later in the learner's thread.
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
 import keras
 
 from echoing._src.assist.assistant import FeatureSelector, check_feature_selector
-from echoing._src.core.types import is_positive_int
+from echoing._src.core.checks import in_interval, is_positive_int, is_real
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,19 +102,14 @@ def _check_threshold(threshold, threshold_decay) -> None:
                 f"AssistantLearner(threshold={threshold!r}): expected 'mean' (running mean "
                 "of recent losses) or a finite number T (fixed threshold)."
             )
-    elif (
-        isinstance(threshold, bool)
-        or not isinstance(threshold, numbers.Real)
-        or not math.isfinite(threshold)
-    ):
+    elif not is_real(threshold):
         raise ValueError(
             f"AssistantLearner(threshold={threshold!r}): expected 'mean' or a finite "
             "number T; examples with Boss loss > T are labelled hard."
         )
-    if (
-        isinstance(threshold_decay, bool)
-        or not isinstance(threshold_decay, numbers.Real)
-        or not 0.0 <= threshold_decay < 1.0
+    if not (
+        is_real(threshold_decay, finite=False)
+        and in_interval(threshold_decay, 0.0, 1.0, high_open=True)
     ):
         raise ValueError(
             f"AssistantLearner(threshold_decay={threshold_decay!r}): expected a number in "
