@@ -10,10 +10,12 @@ Example::
 
 from __future__ import annotations
 
+from echoing._src.core.checks import in_interval
+
 
 def fraction(key: str, value) -> None:
     # Types are the config's business (a type-safe ConfigDict); ranges are checked here.
-    if not 0 <= value <= 1:
+    if not in_interval(value, 0, 1):
         raise ValueError(f"config {key} must be a number in [0, 1], got {value!r}.")
 
 

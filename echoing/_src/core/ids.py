@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from echoing._src.core.checks import is_int
+
 # Element-preserving transformations seen through when looking for a batch, by class name.
 _SAME_ELEMENTS = frozenset(
     {
@@ -118,7 +120,7 @@ def _check_keys_and_start(inputs_key, label_key, id_key, start) -> None:
     for name, key in keys.items():
         if not isinstance(key, str):
             raise TypeError(f"with_ids({name}={key!r}): expected a string key.")
-    if isinstance(start, bool) or not isinstance(start, int):
+    if not is_int(start):
         raise TypeError(f"with_ids(start={start!r}): expected a Python int, the first id.")
     if start < 0:
         raise ValueError(

@@ -19,10 +19,10 @@ table lives on the CPU and is never mirrored onto accelerators; it is a ``tf.Mod
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import tensorflow as tf
+
+from echoing._src.core.checks import is_int
 
 
 def _host_variable(initial_value, name: str) -> tf.Variable:
@@ -50,7 +50,7 @@ class LossTable(tf.Module):
 
     def __init__(self, num_examples: int, name: str = "loss_table"):
         super().__init__(name=name)
-        if isinstance(num_examples, bool) or not isinstance(num_examples, numbers.Integral):
+        if not is_int(num_examples, numpy=True):
             raise TypeError(f"LossTable(num_examples={num_examples!r}): expected an int.")
         if num_examples < 1:
             raise ValueError(

@@ -39,10 +39,10 @@ just under R.
 from __future__ import annotations
 
 import math
-import numbers
 
 import tensorflow as tf
 
+from echoing._src.core.checks import in_interval, is_positive_int, is_real
 from echoing._src.core.types import DatasetTransformation
 from echoing._src.echo.echo import MAX_FACTOR, echo
 
@@ -113,12 +113,12 @@ class AutoEcho(tf.Module):
         """
         if not seconds > 0:
             raise ValueError(f"seconds must be > 0, got {seconds!r}; time at least one step.")
-        if not 0 <= input_wait_seconds <= seconds * 1.001:  # clocks may round
+        if not in_interval(input_wait_seconds, 0, seconds * 1.001):  # clocks may round
             raise ValueError(
                 f"input_wait_seconds must be in [0, seconds={seconds!r}], got "
                 f"{input_wait_seconds!r}; it is the part of the steps spent waiting for input."
             )
-        if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+        if not is_positive_int(steps, numpy=True):
             raise ValueError(f"steps must be an int >= 1, got {steps!r}.")
         factor = float(self.factor.numpy())
         forget = math.exp(-seconds / self.window_seconds) if self.window_seconds else 0.0
@@ -140,7 +140,7 @@ class AutoEcho(tf.Module):
 
 
 def _check_range(argument: str, value, low: float, high: float, fix: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if not is_real(value, finite=False):
         raise TypeError(f"{argument} must be a number, got {value!r}; {fix}.")
-    if not low <= value <= high:
+    if not in_interval(value, low, high):
         raise ValueError(f"{argument} must be in [{low}, {high}], got {value!r}; {fix}.")

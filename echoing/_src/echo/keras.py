@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 import time
 import warnings
 
@@ -11,7 +9,7 @@ import keras
 import tensorflow as tf
 
 from echoing._src.core import dataset_graph, fit_timing
-from echoing._src.core.types import is_positive_int
+from echoing._src.core.checks import is_positive_int, is_real
 from echoing._src.echo.auto_echo import AutoEcho
 
 
@@ -181,12 +179,7 @@ def _check_callback_arguments(auto_echo, max_steps_per_execution, observe_second
             f"AutoEchoCallback(max_steps_per_execution={max_steps_per_execution!r}): expected "
             "an int >= 1, at least the steps_per_execution given to model.compile."
         )
-    if (
-        isinstance(observe_seconds, bool)
-        or not isinstance(observe_seconds, numbers.Real)
-        or not math.isfinite(observe_seconds)
-        or observe_seconds <= 0
-    ):
+    if not is_real(observe_seconds) or observe_seconds <= 0:
         raise ValueError(
             f"AutoEchoCallback(observe_seconds={observe_seconds!r}): expected a finite number "
             "of seconds > 0, how often the echo factor is updated (default 0.05)."

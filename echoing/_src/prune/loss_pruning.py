@@ -46,7 +46,6 @@ Two ways to apply it, with the same decisions for the same seed and table:
 from __future__ import annotations
 
 import math
-import numbers
 import random
 import warnings
 
@@ -54,6 +53,7 @@ import numpy as np
 import tensorflow as tf
 
 from echoing._src.core import grouping, meters
+from echoing._src.core.checks import in_interval, is_positive_int, is_real, is_seed, require
 from echoing._src.core.loss_table import LossTable, _host_variable
 from echoing._src.core.sources import random_access_source
 
@@ -388,10 +388,9 @@ def loss_prune(
         ("examples_per_epoch", examples_per_epoch),
         ("group_size", group_size),
     ):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        if not is_positive_int(value, numpy=True):
             raise ValueError(f"loss_prune({arg}={value!r}): expected an int >= 1.")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise TypeError(f"loss_prune(seed={seed!r}): expected an int or None.")
+    require(is_seed(seed), f"loss_prune(seed={seed!r}): expected an int or None.", TypeError)
     if not isinstance(id_key, str):
         raise TypeError(f"loss_prune(id_key={id_key!r}): expected a string key.")
     return LossPruning(
@@ -409,21 +408,14 @@ def loss_prune(
 
 
 def _check_batch_size(method: str, batch_size) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_positive_int(batch_size):
         raise ValueError(f"LossPruning.{method}(batch_size={batch_size!r}): expected an int >= 1.")
 
 
 def _check_number(arg, value, low, high, interval, *, upper_open) -> None:
-    ok = (
-        not isinstance(value, bool)
-        and isinstance(value, numbers.Real)
-        and math.isfinite(value)
-        and low <= value <= high
-        and not (upper_open and value == high)
+    require(
+        is_real(value) and in_interval(value, low, high, high_open=upper_open),
+        f"loss_prune({arg}={value!r}): expected a number in {interval}. prune_ratio is the "
+        "probability of dropping a below-mean example (1 would drop them all); "
+        "anneal_fraction the share of epochs, at the end, on the full data.",
     )
-    if not ok:
-        raise ValueError(
-            f"loss_prune({arg}={value!r}): expected a number in {interval}. prune_ratio is the "
-            "probability of dropping a below-mean example (1 would drop them all); "
-            "anneal_fraction the share of epochs, at the end, on the full data."
-        )

@@ -23,6 +23,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from echoing._src.core import config_checks
+from echoing._src.core.checks import in_interval
 from echoing._src.core.loss_table import LossTable
 from echoing._src.core.technique import Context, Feedback, Insertion, Technique
 from echoing._src.prune.loss_pruning import loss_prune
@@ -92,7 +93,7 @@ def default_config(config) -> None:
 
 def check_config(config) -> None:
     config_checks.fraction("prune_anneal", config.prune_anneal)
-    if not 0 <= config.prune_ratio < 1:
+    if not in_interval(config.prune_ratio, 0, 1, high_open=True):
         raise ValueError(
             f"config prune_ratio must be in [0, 1), got {config.prune_ratio!r}: the probability "
             "of dropping a below-mean example (1 would drop them all; InfoBatch uses 0.5)."
