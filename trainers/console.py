@@ -11,8 +11,9 @@ Example (what ``trainers/train.py`` does; ``--verbose`` skips both)::
 What is hidden: TensorFlow's C++ log lines (``I0000``/``W0000`` notices, oneDNN and CPU feature
 banners, and the ``E0000 ... failed call to cuInit`` a machine without a GPU logs at start-up),
 absl INFO records (TFDS "Load dataset info", checkpoint "Sharding callback"), TFDS's WARNING
-records (one "Using custom data configuration" per dataset built) and its progress bars. Errors
-still surface as Python exceptions with their messages; our own warnings still print.
+records (one "Using custom data configuration" per dataset built) and its progress bars, and
+gcsfs's records of gs:// requests it retries or gives up on. Errors still surface as Python
+exceptions with their messages; our own warnings still print.
 """
 
 from __future__ import annotations
@@ -52,9 +53,14 @@ def import_tensorflow_quietly() -> None:
 
 
 class _DropLibraryChatter(logging.Filter):
-    """Drops records below ERROR that TFDS logs (configuration and file notices)."""
+    """Drops records below ERROR that TFDS logs (configuration and file notices), and gcsfs's
+    records of requests it retries or gives up on (with a traceback each): the error that ends
+    the run names the file, the attempts and the fix, and the run's summary counts resumed
+    reads."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if f"{os.sep}gcsfs{os.sep}" in record.pathname:
+            return False
         return record.levelno >= logging.ERROR or "tensorflow_datasets" not in record.pathname
 
 

@@ -32,9 +32,12 @@ def glob(pattern: str, key: str, *, request_attempts: int = gcs.DEFAULT_REQUEST_
         try:
             paths = sorted("gs://" + path for path in filesystem.glob(pattern))
         except Exception as error:  # gcsfs raises many types (auth, HTTP, OSError)
+            reason = (str(error).strip().splitlines() or [""])[0]
             raise ValueError(
-                f"cannot read data config {key}={pattern!r} through gcsfs: {error!r}; check the "
-                "bucket name, your credentials, or STORAGE_EMULATOR_HOST for an emulator."
+                f"cannot read data config {key}={pattern!r} through gcsfs ({type(error).__name__}: "
+                f"{reason}) after {request_attempts} attempts; check the network, the bucket "
+                "name, your credentials, or STORAGE_EMULATOR_HOST for an emulator (data config "
+                "gcs_request_attempts sets the attempts: fewer fail sooner)."
             ) from error
     else:
         paths = sorted(tf.io.gfile.glob(os.path.expanduser(pattern)))

@@ -23,8 +23,9 @@ with a warning); images are ``.jpg``/``.jpeg``/``.png``/``.gif``/``.bmp`` in any
 Reading is in the graph: the split holds file paths, and the pipeline's ``decode`` stage reads
 each file, checks it is intact (``images.check_intact``: a truncated file is an error naming it)
 and not over ``images.MAX_PIXELS`` (read from its header: a huge image is an error naming it
-before it is decoded), and decodes it. ``decode`` (eval) takes the central 87.5% square; ``crop_decode`` (train, for
-``augment="inception"``) a random-resized crop, decoding only that window of a JPEG. With
+before it is decoded), and decodes it. ``decode`` (eval) takes the central 87.5% square;
+``crop_decode`` (train, for ``augment="inception"``) a random-resized crop, decoding only that
+window of a JPEG. With
 ``skip_corrupt=True`` every file is decoded once at ``load`` and the ones that fail are left
 out (too large ones without decoding), logged and counted in ``read_stats``: about 1 ms per
 image, once per process and file list.

@@ -43,3 +43,20 @@ def test_the_smoke_run_prints_what_it_trains_and_its_results_only(quiet_output, 
 
 def test_verbose_brings_the_library_messages_back(tmp_path):
     assert re.search(r"I0000|oneDNN", _train(tmp_path, "--verbose"))
+
+
+def test_gcsfs_retry_records_are_dropped_and_errors_of_others_kept():
+    import logging
+
+    from trainers import console
+
+    def record(pathname, level):
+        return logging.LogRecord("x", level, pathname, 1, "message", None, None)
+
+    chatter = console._DropLibraryChatter()
+    gcsfs_retry = os.path.join("site-packages", "gcsfs", "retry.py")
+    assert not chatter.filter(record(gcsfs_retry, logging.ERROR))  # its traceback, per request
+    tfds = os.path.join("site-packages", "tensorflow_datasets", "core", "x.py")
+    assert not chatter.filter(record(tfds, logging.WARNING))
+    assert chatter.filter(record(tfds, logging.ERROR))
+    assert chatter.filter(record(os.path.join("trainers", "loop.py"), logging.WARNING))

@@ -9,7 +9,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from pipelines.sources import gcs_emulator, tfrecord
+from pipelines.sources import files, gcs, gcs_emulator, tfrecord
 
 RELATED = 'multipart/related; boundary="==0=="'
 # Every line-break byte a file may end in, and neighbours of the old parse's fault.
@@ -123,3 +123,19 @@ def test_uploads_from_many_threads_are_all_stored(filesystem):
         list(pool.map(lambda item: filesystem.pipe(*item), contents.items()))
     filesystem.invalidate_cache()
     assert {path: filesystem.cat(path) for path in contents} == contents
+
+
+def test_a_bucket_that_cannot_be_reached_is_one_clear_error(monkeypatch):
+    # A port nothing listens on: every request is refused at once, as without a network.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+    gcs.filesystem(1).clear_instance_cache()  # no instance made for another endpoint
+    with pytest.raises(ValueError) as raised:
+        files.glob("gs://bucket/train-*", "train_files", request_attempts=1)
+    gcs.filesystem(1).clear_instance_cache()
+    message = str(raised.value)
+    assert "train_files='gs://bucket/train-*' through gcsfs (ClientConnectorError: " in message
+    assert "after 1 attempts; check the network" in message
+    assert "gcs_request_attempts" in message and "ConnectionKey" not in message
