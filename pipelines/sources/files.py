@@ -55,3 +55,19 @@ def read_bytes(path: str, *, request_attempts: int = gcs.DEFAULT_REQUEST_ATTEMPT
         return gcs.filesystem(request_attempts).cat_file(path)
     with tf.io.gfile.GFile(os.path.expanduser(path), "rb") as file:
         return file.read()
+
+
+def cannot_store(what: str, directory: str, error: BaseException) -> ValueError:
+    """The error for a generated data set that could not be written (a full disk, no
+    permission): one paragraph naming the directory, the cause and the flag to change.
+
+    Example::
+
+        raise cannot_store("MNIST-1D", "/data", OSError(28, "No space left on device"))
+    """
+    reason = getattr(error, "strerror", None) or getattr(error, "message", None) or str(error)
+    return ValueError(
+        f"cannot store {what} in {directory} ({reason.strip().splitlines()[0]}); free some space "
+        "there or choose another directory with --config.data.data_dir=DIR (it is generated "
+        "once, then read)."
+    )

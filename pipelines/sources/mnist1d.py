@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from pipelines.sources import files
 from pipelines.sources.source import Source, SourceSplit
 
 SEQUENCE_LENGTH = 40
@@ -173,6 +174,8 @@ def _prepared(make_builder: Callable[[], Mnist1d]) -> Mnist1d:
         # Another run on the same fresh data_dir stored it first. TFDS moves a complete
         # directory into place, so that copy is whole: read it with a builder that sees it.
         return make_builder()
+    except (OSError, tf.errors.OpError) as error:  # a full disk, a read-only directory
+        raise files.cannot_store("MNIST-1D", str(mnist1d_builder.data_dir), error) from error
     return mnist1d_builder
 
 

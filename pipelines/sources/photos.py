@@ -27,6 +27,8 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from pipelines.sources import files
+
 VERSION = "v2"
 # skimage.data loaders, one class each (their names are the class folders).
 PHOTOS = (
@@ -79,8 +81,11 @@ def make_folder(data_dir: str, *, num_train: int, num_eval: int, seed: int = 0) 
     staging = tempfile.mkdtemp(prefix=".staging-", dir=os.path.dirname(root))
     try:
         sources = [_photo(name) for name in PHOTOS]
-        _write_split(os.path.join(staging, "train"), sources, num_train, seed)
-        _write_split(os.path.join(staging, "test"), sources, num_eval, seed + 1)
+        try:
+            _write_split(os.path.join(staging, "train"), sources, num_train, seed)
+            _write_split(os.path.join(staging, "test"), sources, num_eval, seed + 1)
+        except (OSError, tf.errors.OpError) as error:  # a full disk, a read-only directory
+            raise files.cannot_store("the photo set", os.path.dirname(root), error) from error
         try:
             os.rename(staging, root)
         except OSError:  # another process finished the same set first
