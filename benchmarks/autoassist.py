@@ -38,9 +38,11 @@ Boss); the throughput section measures that overhead. Wall time is training time
 (evaluation excluded).
 
 ``autoassist.json`` has a top-level ``headline``: for every method, ``<method>_steps_vs_shuffle``,
-``<method>_epochs_vs_shuffle`` and ``<method>_passes_vs_shuffle`` = mean to target of that
-method / mean of plain shuffling (< 1 = fewer), for the main task ``mnist1d`` (or the only task
-run); other tasks' keys are prefixed with the task name (``digits_shrinking_steps_vs_shuffle``).
+``<method>_epochs_vs_shuffle`` and ``<method>_passes_vs_shuffle`` = that method's count to
+target / plain shuffling's, seed by seed, averaged geometrically (< 1 = fewer; the range is in
+``headline_spread``, the ratio of means in ``headline_ratio_of_means``), for the main task
+``mnist1d`` (or the only task run); other tasks' keys are prefixed with the task name
+(``digits_shrinking_steps_vs_shuffle``).
 A ratio is null unless every seed of the method reached the target.
 
 Target accuracy: 99% of the plain-shuffling baseline's best test accuracy, taking the worst of
@@ -334,9 +336,10 @@ HEADLINE_UNITS = {"steps": "optimizer_steps", "epochs": "boss_epochs", "passes":
 def summarize(runs: list[dict]) -> dict:
     """Per task and method: epochs/passes/seconds to target (mean, std, worst), final accuracy.
 
-    ``<count>_saved_vs_shuffle`` and the headline compare means over seeds (ratios of means);
+    ``<count>_saved_vs_shuffle`` compares means over seeds (ratios of means);
     ``<count>_paired_vs_shuffle`` is the method's count over shuffling's seed by seed
-    (``harness.paired``, over the seeds both reached the target; < 1 = fewer).
+    (``harness.paired``, over the seeds both reached the target; < 1 = fewer), which the
+    headline reads.
     """
     summary = {}
     for task in sorted({r["task"] for r in runs}):
@@ -390,12 +393,14 @@ def summarize(runs: list[dict]) -> dict:
     return summary
 
 
-def headline(summary: dict) -> dict:
-    """Flat ratios to plain shuffling (mean to target / shuffle's; < 1 = fewer), see the docstring.
+def figures(summary: dict, by: str = "paired") -> dict:
+    """Ratios to plain shuffling (the method's count to target over shuffle's; < 1 = fewer).
 
-    Keys of the main task (``mnist1d``, else the first) are bare (``shrinking_steps_vs_shuffle``),
-    the others' are prefixed with the task (``digits_shrinking_steps_vs_shuffle``); null unless
-    every seed reached the target.
+    ``by="paired"`` (the headline): each a ``harness.paired`` result, the ratio seed by seed
+    averaged geometrically (``<count>_paired_vs_shuffle``); ``by="means"``: mean to target over
+    shuffle's mean. Keys of the main task (``mnist1d``, else the first) are bare
+    (``shrinking_steps_vs_shuffle``), the others' are prefixed with the task
+    (``digits_shrinking_steps_vs_shuffle``); null unless every seed reached the target.
     """
     main = "mnist1d" if "mnist1d" in summary else next(iter(summary))
     result = {}
@@ -411,8 +416,34 @@ def headline(summary: dict) -> dict:
             for unit, key in HEADLINE_UNITS.items():
                 value, reference = entry[f"{key}_to_target"], base[f"{key}_to_target"]
                 ok = complete and value is not None and bool(reference)
-                result[f"{prefix}{method}_{unit}_vs_shuffle"] = value / reference if ok else None
+                figure = (
+                    entry[f"{key}_paired_vs_shuffle"]
+                    if by == "paired"
+                    else value / (reference or 1.0)
+                )
+                result[f"{prefix}{method}_{unit}_vs_shuffle"] = figure if ok else None
     return result
+
+
+def headline(summary: dict) -> dict:
+    """``figures``' paired geometric means: the figures the issue and RESULTS.md read."""
+    return harness.paired_headline(figures(summary))[0]
+
+
+def headline_sections(summary: dict) -> dict:
+    """The headline, its spread over seeds and the ratios of means, as the JSON stores them."""
+    headline_figures, spread = harness.paired_headline(figures(summary))
+    return {
+        "headline": headline_figures,
+        "headline_spread": spread,
+        "headline_ratio_of_means": figures(summary, by="means"),
+    }
+
+
+def recompute(stored: dict) -> dict:
+    """A stored results file's summary and headline, re-derived from its ``runs``."""
+    summary = summarize(stored["runs"])
+    return {**headline_sections(summary), "summary": summary}
 
 
 def markdown(summary: dict, throughput: dict) -> str:
@@ -553,10 +584,12 @@ def main(argv: list[str] | None = None) -> dict:
         {} if args.skip_throughput else measure_throughput(load_task("mnist1d", args.quick), config)
     )
     summary = summarize(runs)
+    sections = headline_sections(summary)
     result = harness.write_results(
         args.output / "autoassist.json",
-        headline=headline(summary),
+        headline=sections.pop("headline"),
         command="python benchmarks/autoassist.py " + " ".join(argv or sys.argv[1:]),
+        **sections,
         config={**config, "base_prob": BASE_PROB, "threshold_decay": THRESHOLD_DECAY},
         total_seconds=time.perf_counter() - started,
         summary=summary,

@@ -263,8 +263,9 @@ def summarise(rows: list[dict]) -> list[dict]:
     """Mean/min/max over seeds per (scenario, variant, factor, shuffle), and speedups.
 
     ``speedup`` is the baseline's mean seconds to target over the entry's mean (a ratio of
-    means, which the headline reads); ``paired_speedup`` is the same ratio seed by seed
-    (``harness.paired``: geometric mean and range over the seeds both reached the target).
+    means, kept as ``headline_ratio_of_means``); ``paired_speedup`` is the same ratio seed by
+    seed (``harness.paired``: geometric mean and range over the seeds both reached the target),
+    which the headline reads.
     """
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
@@ -310,8 +311,8 @@ def summarise(rows: list[dict]) -> list[dict]:
     return table
 
 
-def headline(table: list[dict]) -> dict[str, float | None]:
-    """The issue's figures per scenario, from ``summarise``'s table; null where not reached.
+def figures(table: list[dict], by: str = "paired") -> dict:
+    """The issue's figures per scenario, from ``summarise``'s table; None where not reached.
 
     ``{s}_R``: the baseline's mean input-bound ratio; ``{s}_best_e{f}_speedup``: the best
     wall-time speed-up to the target of the fixed variants at factor f (target at e = 4: 2.5,
@@ -319,8 +320,23 @@ def headline(table: list[dict]) -> dict[str, float | None]:
     ``{s}_auto_speedup`` and ``{s}_auto_vs_best_fixed`` (target 0.9; in the idle scenario
     ``auto_speedup`` >= 0.95 is the target); ``final_accuracy_delta_worst_points``: the lowest
     final accuracy of a variant minus its scenario's baseline (target >= -0.5).
+
+    ``by="paired"`` (the headline): each speed-up is an entry's ``paired_speedup`` (the
+    ``harness.paired`` result: geometric mean over seeds, range), the best variant the one with
+    the highest geometric mean, and ``auto_vs_best_fixed`` is paired seed by seed too.
+    ``by="means"``: the ratios of mean seconds (``speedup``), as floats.
     """
-    figures: dict[str, float | None] = {}
+    paired = by == "paired"
+
+    def value(entry):
+        figure = entry.get("paired_speedup" if paired else "speedup")
+        return figure if paired or figure is None else float(figure)
+
+    def best(entries):
+        found = [value(e) for e in entries if value(e) is not None]
+        return max(found, key=_mean, default=None)
+
+    result: dict = {}
     baselines = {e["scenario"]: e for e in table if e["variant"] == "baseline"}
     deltas = []
     for scenario in sorted({entry["scenario"] for entry in table}):
@@ -328,34 +344,67 @@ def headline(table: list[dict]) -> dict[str, float | None]:
         fixed = [e for e in entries if e["variant"] != "auto"]
         baseline = baselines.get(scenario)
         if baseline is not None and baseline["R"] is not None:
-            figures[f"{scenario}_R"] = float(baseline["R"]["mean"])
+            result[f"{scenario}_R"] = float(baseline["R"]["mean"])
         for factor in sorted({e["factor"] for e in fixed}):
-            figures[f"{scenario}_best_e{factor}_speedup"] = _best_speedup(
+            result[f"{scenario}_best_e{factor}_speedup"] = best(
                 [e for e in fixed if e["factor"] == factor]
             )
-        best_fixed = _best_speedup(fixed)
+        best_fixed = best(fixed)
         if fixed:
-            figures[f"{scenario}_best_fixed_speedup"] = best_fixed
+            result[f"{scenario}_best_fixed_speedup"] = best_fixed
         for auto in (e for e in entries if e["variant"] == "auto"):
-            speedup = auto.get("speedup")
-            figures[f"{scenario}_auto_speedup"] = None if speedup is None else float(speedup)
+            speedup = value(auto)
+            result[f"{scenario}_auto_speedup"] = speedup
             if fixed:
-                figures[f"{scenario}_auto_vs_best_fixed"] = (
-                    None if speedup is None or best_fixed is None else speedup / best_fixed
-                )
+                result[f"{scenario}_auto_vs_best_fixed"] = _versus(speedup, best_fixed)
         if baseline is not None and baseline["final_accuracy"] is not None:
             deltas += [
                 100.0 * (e["final_accuracy"]["mean"] - baseline["final_accuracy"]["mean"])
                 for e in entries
                 if e["final_accuracy"] is not None
             ]
-    figures["final_accuracy_delta_worst_points"] = min(deltas, default=None)
-    return figures
+    result["final_accuracy_delta_worst_points"] = min(deltas, default=None)
+    return result
 
 
-def _best_speedup(entries: list[dict]) -> float | None:
-    speedups = [e["speedup"] for e in entries if e.get("speedup") is not None]
-    return float(max(speedups)) if speedups else None
+def _mean(figure) -> float:
+    return figure["mean"] if isinstance(figure, dict) else figure
+
+
+def _versus(method, other):
+    """``method``'s speed-up over ``other``'s: seed by seed for paired figures."""
+    if method is None or other is None:
+        return None
+    if isinstance(method, dict):
+        by_seed = harness.paired(harness.per_seed(other), harness.per_seed(method), _over)
+        return by_seed
+    return method / other
+
+
+def _over(base: float, new: float) -> float:
+    return new / base
+
+
+def headline(table: list[dict]) -> dict[str, float | None]:
+    """``figures``' paired geometric means: the figures the issue and RESULTS.md read."""
+    return harness.paired_headline(figures(table))[0]
+
+
+def headline_sections(table: list[dict]) -> dict:
+    """The headline, its spread over seeds and the ratios of means, as the JSON stores them."""
+    headline_figures, spread = harness.paired_headline(figures(table))
+    by_means = {k: v for k, v in figures(table, by="means").items() if k in spread}
+    return {
+        "headline": headline_figures,
+        "headline_spread": spread,
+        "headline_ratio_of_means": by_means,
+    }
+
+
+def recompute(stored: dict) -> dict:
+    """A stored results file's table and headline, re-derived from the runs (``rows``) it holds."""
+    table = summarise(stored["rows"])
+    return {**headline_sections(table), "table": table, "markdown": markdown(table)}
 
 
 def spread(values: list[float]) -> dict | None:
@@ -551,10 +600,12 @@ def main() -> None:
     details = {**previous.get("scenarios", {}), **scenario_details}
     rows = kept + rows
     table = summarise(rows)
+    sections = headline_sections(table)
     harness.write_results(
         args.output,
-        headline=headline(table),
+        headline=sections.pop("headline"),
         command="python benchmarks/echo_time_to_target.py " + " ".join(sys.argv[1:]),
+        **sections,
         benchmark="echo_time_to_target",
         settings={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         scenarios=details,

@@ -130,3 +130,52 @@ def write_results(path, *, headline: Mapping[str, float | None], command: str, *
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+def per_seed(figure: Mapping | None) -> dict[int, float]:
+    """A ``paired`` result as ``{seed: ratio}`` (empty for None), to pair it again.
+
+    Two speed-ups over the same baseline give the method-over-method ratio seed by seed::
+
+        auto, fixed = per_seed(auto_speedup), per_seed(fixed_speedup)
+        paired(fixed, auto, lambda f, a: a / f)  # auto's speed-up over fixed, per seed
+    """
+    if not figure:
+        return {}
+    return dict(zip(figure["seeds"], figure["per_seed"], strict=True))
+
+
+def paired_headline(figures: Mapping[str, dict | float | None]) -> tuple[dict, dict]:
+    """Splits ``{key: paired(...) or a plain float or None}`` into headline and spread.
+
+    Returns ``(headline, spread)``: the headline's figure for a paired entry is its geometric
+    mean; ``spread[key]`` keeps the whole ``paired`` result (min, max, per seed, seeds), written
+    next to the headline as ``"headline_spread"``. Plain figures (a ratio R, an accuracy) pass
+    through to the headline with no spread.
+    """
+    headline, spread = {}, {}
+    for key, figure in figures.items():
+        if isinstance(figure, Mapping):
+            headline[key], spread[key] = float(figure["mean"]), dict(figure)
+        else:
+            headline[key] = None if figure is None else float(figure)
+    return headline, spread
+
+
+def recompute(path, derive: Callable[[dict], Mapping]) -> dict:
+    """Re-derives a stored results file's figures from the runs it stores; nothing is re-run.
+
+    ``derive(stored)`` returns the sections to replace (``"headline"`` among them, e.g. also
+    ``"headline_spread"``, ``"summary"``); every other section is kept as stored. The file gains
+    ``"recomputed_from_stored_runs"``: the commit whose code re-derived it (the measurements stay
+    those of the run that wrote the file).
+    """
+    path = Path(path)
+    stored = json.loads(path.read_text())
+    sections = dict(derive(stored))
+    result = {"headline": sections.pop("headline", stored["headline"])}
+    result.update((key, value) for key, value in stored.items() if key != "headline")
+    result.update(sections)
+    result["recomputed_from_stored_runs"] = git_commit()
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return result

@@ -37,8 +37,10 @@ training. Target: the worst baseline seed's final accuracy (every baseline seed 
 JSON also has the speedups to 99% of it (``early_target_speedups``), which the baseline reaches
 in its first few epochs.
 
-Headline (``keras_fit.json``): ``autoecho_fit_speedup`` = the baseline's mean train seconds to
-the target / ``auto``'s (null unless every seed of both reached it); ``fixed_echo_fit_speedup``,
+Headline (``keras_fit.json``): ``autoecho_fit_speedup`` = the baseline's train seconds to the
+target / ``auto``'s, seed by seed, averaged geometrically (``harness.paired``; its range is in
+``headline_spread``, the ratio of mean seconds in ``headline_ratio_of_means``; null unless every
+seed of both reached it); ``fixed_echo_fit_speedup``,
 ``autoecho_from_diagnosis_fit_speedup``, ``autoecho_batch_fit_speedup``,
 ``fixed_batch_echo_fit_speedup`` and ``pruning_fit_speedup`` likewise; ``diagnose_R_error`` =
 |R from ``echoing.diagnose`` - R from timing the pipeline and a cached-batch step apart| / the
@@ -281,9 +283,9 @@ def measure_r(data: dict, args) -> dict:
 def summarize(runs: list[dict], fraction: float = 1.0) -> dict:
     """Per method, seconds to ``fraction`` x the worst baseline seed's final accuracy.
 
-    ``seconds_to_target`` is the mean over seeds when every seed reached the target (the
-    headline's speed-ups are ratios of these means); ``paired_speedup`` is the baseline's
-    seconds over the method's seed by seed (``harness.paired``).
+    ``seconds_to_target`` is the mean over seeds when every seed reached the target (ratios of
+    these means are ``headline_ratio_of_means``); ``paired_speedup`` is the baseline's seconds
+    over the method's seed by seed (``harness.paired``), which the headline reads.
     """
     baseline = [r for r in runs if r["method"] == "baseline"]
     target = fraction * min(r["curve"][-1]["test_accuracy"] for r in baseline)
@@ -320,21 +322,57 @@ def summarize(runs: list[dict], fraction: float = 1.0) -> dict:
     return summary
 
 
-def headline(summary: dict, r_measurement: dict) -> dict:
+SPEEDUPS = {
+    "autoecho_fit_speedup": "auto",
+    "autoecho_from_diagnosis_fit_speedup": "auto_start",
+    "fixed_echo_fit_speedup": "fixed",
+    "autoecho_batch_fit_speedup": "auto_batch",
+    "fixed_batch_echo_fit_speedup": "fixed_batch",
+    "pruning_fit_speedup": "pruned",
+}
+
+
+def figures(summary: dict, r_measurement: dict, by: str = "paired") -> dict:
+    """The headline's figures: per method its ``paired_speedup`` (``by="paired"``, the
+    ``harness.paired`` result) or the ratio of mean seconds (``by="means"``); None unless every
+    seed of both the baseline and the method reached the target."""
     methods = summary["methods"]
 
     def speedup(method):
         slow, fast = methods["baseline"]["seconds_to_target"], methods[method]["seconds_to_target"]
-        return slow / fast if slow and fast else None
+        if not (slow and fast):
+            return None
+        return methods[method]["paired_speedup"] if by == "paired" else slow / fast
 
+    result = {key: speedup(method) for key, method in SPEEDUPS.items()}
+    result["diagnose_R_error"] = float(r_measurement["relative_error"])
+    return result
+
+
+def headline(summary: dict, r_measurement: dict) -> dict:
+    """``figures``' paired geometric means: the figures the issue and RESULTS.md read."""
+    return harness.paired_headline(figures(summary, r_measurement))[0]
+
+
+def headline_sections(summary: dict, r_measurement: dict) -> dict:
+    """The headline, its spread over seeds and the ratios of means, as the JSON stores them."""
+    headline_figures, spread = harness.paired_headline(figures(summary, r_measurement))
+    by_means = figures(summary, r_measurement, by="means")
     return {
-        "autoecho_fit_speedup": speedup("auto"),
-        "autoecho_from_diagnosis_fit_speedup": speedup("auto_start"),
-        "fixed_echo_fit_speedup": speedup("fixed"),
-        "autoecho_batch_fit_speedup": speedup("auto_batch"),
-        "fixed_batch_echo_fit_speedup": speedup("fixed_batch"),
-        "pruning_fit_speedup": speedup("pruned"),
-        "diagnose_R_error": float(r_measurement["relative_error"]),
+        "headline": headline_figures,
+        "headline_spread": spread,
+        "headline_ratio_of_means": {key: by_means[key] for key in SPEEDUPS},
+    }
+
+
+def recompute(stored: dict) -> dict:
+    """A stored results file's summaries and headlines, re-derived from its ``runs``."""
+    summary, early = summarize(stored["runs"]), summarize(stored["runs"], 0.99)
+    return {
+        **headline_sections(summary, stored["diagnosis"]),
+        "early_target_speedups": headline(early, stored["diagnosis"]),
+        "summary": summary,
+        "early_target_summary": early,
     }
 
 
@@ -448,10 +486,12 @@ def main(argv: list[str] | None = None) -> dict:
     summary = summarize(runs)
     # An early target too (99% of it), which the baseline reaches in its first epochs.
     early = summarize(runs, 0.99)
+    sections = headline_sections(summary, r_measurement)
     result = harness.write_results(
         args.output,
-        headline=headline(summary, r_measurement),
+        headline=sections.pop("headline"),
         command="python benchmarks/keras_fit.py " + " ".join(argv or sys.argv[1:]),
+        **sections,
         early_target_speedups=headline(early, r_measurement),
         config={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         learning_rates={method: method_args[method].learning_rate for method in METHODS},

@@ -200,8 +200,9 @@ def summarize(curves: dict) -> dict:
     """Targets from SGD, then per method: steps/time to target, speed-ups, final accuracy.
 
     ``{loss,accuracy}_speedup_{steps,seconds}`` are SGD's mean over the method's mean (ratios of
-    means, which the headline reads); ``..._paired_speedup_...`` are the same ratios seed by seed
-    (``harness.paired``, over the seeds both reached the target).
+    means, the headline's ``headline_ratio_of_means``); ``..._paired_speedup_...`` are the same
+    ratios seed by seed (``harness.paired``, over the seeds both reached the target), which the
+    headline reads.
     """
     summary = {}
     for model_name, by_method in curves.items():
@@ -520,35 +521,74 @@ def plot(curves: dict, summary: dict, cost: dict, path: pathlib.Path) -> None:
     plt.close(figure)
 
 
-def headline(summary: dict, cost: dict) -> dict[str, float | None]:
+def figures(summary: dict, cost: dict, by: str = "paired") -> dict:
     """The issue's figures: the best PGD variant per model, and the selection cost at large N.
 
     ``{model}_best_loss_speedup_steps`` / ``_seconds``: the largest speed-up to SGD's loss target
-    over the PGD variants that reached it on every seed (target 1.6; null if none did);
-    ``{model}_best_test_accuracy_delta_points``: that variant's (by seconds) final test accuracy
-    minus SGD's, in percentage points (target >= 0); ``top_k_ms``, ``proportional_ms``,
+    over the PGD variants that reached it on every seed (target 1.6; null if none did): with
+    ``by="paired"`` (the headline) a ``harness.paired`` result, the variant with the highest
+    geometric mean of the seed-by-seed ratios; with ``by="means"`` the ratio of mean steps or
+    seconds; ``{model}_best_test_accuracy_delta_points``: that variant's (by seconds) final test
+    accuracy minus SGD's, in percentage points (target >= 0); ``top_k_ms``, ``proportional_ms``,
     ``update_ms``: per-step selection and table update at ``cost["num_examples"]`` examples.
     A speed-up ``summarize`` left null (target already met at step 0) counts as not reached.
     """
-    figures: dict[str, float | None] = {}
+    paired = by == "paired"
+
+    def speedup(method: dict, unit: str):
+        if method[f"loss_speedup_{unit}"] is None:
+            return None
+        return method[f"loss_paired_speedup_{unit}"] if paired else method[f"loss_speedup_{unit}"]
+
+    def size(figure) -> float:
+        return figure["mean"] if paired else figure
+
+    result: dict = {}
     for model, results in summary.items():
         methods = results["methods"]
         reached = [m for n, m in methods.items() if n != "sgd" and m["loss_all_reached"]]
         for unit in ("steps", "seconds"):
-            speedups = [m[f"loss_speedup_{unit}"] for m in reached]
-            best = max((s for s in speedups if s is not None), default=None)
-            figures[f"{model}_best_loss_speedup_{unit}"] = None if best is None else float(best)
-        timed = [m for m in reached if m["loss_speedup_seconds"] is not None]
-        fastest = max(timed, key=lambda m: m["loss_speedup_seconds"], default=None)
-        figures[f"{model}_best_test_accuracy_delta_points"] = (
+            speedups = [speedup(m, unit) for m in reached]
+            best = max((s for s in speedups if s is not None), key=size, default=None)
+            result[f"{model}_best_loss_speedup_{unit}"] = best
+        timed = [m for m in reached if speedup(m, "seconds") is not None]
+        fastest = max(timed, key=lambda m: size(speedup(m, "seconds")), default=None)
+        result[f"{model}_best_test_accuracy_delta_points"] = (
             None
             if fastest is None
             else 100.0
             * (float(fastest["final_test_accuracy"]) - float(methods["sgd"]["final_test_accuracy"]))
         )
     for name in ("top_k_ms", "proportional_ms", "update_ms"):
-        figures[name] = float(cost[name])
-    return figures
+        result[name] = float(cost[name])
+    return result
+
+
+def headline(summary: dict, cost: dict) -> dict[str, float | None]:
+    """``figures``' paired geometric means: the figures the issue and RESULTS.md read."""
+    return harness.paired_headline(figures(summary, cost))[0]
+
+
+def headline_sections(summary: dict, cost: dict) -> dict:
+    """The headline, its spread over seeds (``headline_spread``) and the ratios of means
+    (``headline_ratio_of_means``; with its own best variant and accuracy delta)."""
+    headline_figures, spread = harness.paired_headline(figures(summary, cost))
+    by_means = figures(summary, cost, by="means")
+    return {
+        "headline": headline_figures,
+        "headline_spread": spread,
+        "headline_ratio_of_means": {k: v for k, v in by_means.items() if "_best_" in k},
+    }
+
+
+def recompute(stored: dict) -> dict:
+    """A stored ``pgd.json``'s summary and headline, re-derived from its ``curves``."""
+    summary = summarize(stored["curves"])
+    return {
+        **headline_sections(summary, stored["selection_cost"]),
+        "summary": summary,
+        "markdown": markdown(summary, stored["selection_cost"]),
+    }
 
 
 def gather_headline(gather: dict) -> dict[str, float]:
@@ -701,10 +741,12 @@ def run_comparison(args, data: dict) -> dict:
     table = markdown(summary, cost)
     print(table)
     stem = "pgd_quick" if args.quick else "pgd"
+    sections = headline_sections(summary, cost)
     result = harness.write_results(
         args.output / f"{stem}.json",
-        headline=headline(summary, cost),
+        headline=sections.pop("headline"),
         command=_command(quick=args.quick),
+        **sections,
         settings={
             "num_train_examples": int(data["x"].shape[0]),
             "num_test_examples": int(data["x_test"].shape[0]),

@@ -38,7 +38,8 @@ its rate. Each run also records ``G·∇L/‖∇L‖²`` (``G`` the batch's mean
 one) at every evaluation: how far along the full gradient a step goes, 1 in expectation for a
 uniform batch. Targets are the worst SGD seed's full training loss at 10, 25, 50 and 100% of
 its step budget (so SGD reaches each in every seed); a method's speed-up at a target is SGD's
-mean steps (or training seconds) to it over the method's, when every seed reaches it. Wall time
+steps (or training seconds) to it over the method's, seed by seed, averaged geometrically
+(``harness.paired``), when every seed reaches it. Wall time
 is the training steps alone (evaluation excluded) and is meaningful for the methods without
 full-data work; the exact-ḡ ablation and the oracle compute full-data gradients every step on
 purpose, so only their steps count.
@@ -345,8 +346,9 @@ def summarize(result: dict) -> dict:
     one in every seed) and each method's steps and seconds to them, over its seeds.
 
     ``steps_speedup`` and ``wall_speedup`` are SGD's mean over the method's mean (ratios of
-    means, which the headline reads); ``paired_steps_speedup`` and ``paired_wall_speedup`` are
-    the same ratios seed by seed (``harness.paired``, over the seeds both reached the target).
+    means, kept as ``headline_ratio_of_means``); ``paired_steps_speedup`` and
+    ``paired_wall_speedup`` are the same ratios seed by seed (``harness.paired``, over the seeds
+    both reached the target), which the headline reads.
     """
     runs, steps, every = result["runs"], result["steps"], result["every"]
     sgd = runs["sgd"]["curves"]
@@ -399,22 +401,56 @@ def alignment_summary(result: dict) -> dict[str, float]:
     }
 
 
-def headline(results: dict) -> dict[str, float | None]:
-    """At SGD's full-budget loss: step (and, for the shipped PGD, wall) speed-ups on each set."""
-    figures = {}
-    for name, result in results.items():
-        rows = result["summary"]["1.0"]["methods"]
+def figures(results: dict, by: str = "paired") -> dict:
+    """At SGD's full-budget loss: step (and, for the shipped PGD, wall) speed-ups on each set.
+
+    ``by="paired"`` (the headline): each a ``harness.paired`` result (``paired_steps_speedup``,
+    ``paired_wall_speedup``); ``by="means"``: the ratio of means (``steps_speedup``,
+    ``wall_speedup``). Either is None unless every seed reached the target.
+    """
+
+    def speedup(row: dict, kind: str):
+        if row[f"{kind}_speedup"] is None:
+            return None
+        return row[f"paired_{kind}_speedup"] if by == "paired" else row[f"{kind}_speedup"]
+
+    result = {}
+    for name, data in results.items():
+        rows = data["summary"]["1.0"]["methods"]
         for method in (m for m in METHODS[1:] if m in rows):
-            figures[f"{method}_steps_speedup_{name}"] = rows[method]["steps_speedup"]
+            result[f"{method}_steps_speedup_{name}"] = speedup(rows[method], "steps")
         for method in ("pgd", "pgd_fresh_pool"):
             if method in rows:
-                figures[f"{method}_wall_speedup_{name}"] = rows[method]["wall_speedup"]
+                result[f"{method}_wall_speedup_{name}"] = speedup(rows[method], "wall")
     if "digits" in results:
         # The issue's keys: the shipped estimator on the paper-like set (digits, MNIST-sized).
-        figures["pgd_steps_speedup_clean"] = figures.get("pgd_steps_speedup_digits")
-        figures["pgd_wall_speedup_clean"] = figures.get("pgd_wall_speedup_digits")
-        figures["oracle_steps_speedup_clean"] = figures.get("oracle_steps_speedup_digits")
-    return figures
+        result["pgd_steps_speedup_clean"] = result.get("pgd_steps_speedup_digits")
+        result["pgd_wall_speedup_clean"] = result.get("pgd_wall_speedup_digits")
+        result["oracle_steps_speedup_clean"] = result.get("oracle_steps_speedup_digits")
+    return result
+
+
+def headline(results: dict) -> dict[str, float | None]:
+    """``figures``' paired geometric means: the figures the issue and RESULTS.md read."""
+    return harness.paired_headline(figures(results))[0]
+
+
+def headline_sections(results: dict) -> dict:
+    """The headline, its spread over seeds and the ratios of means, as the JSON stores them."""
+    headline_figures, spread = harness.paired_headline(figures(results))
+    return {
+        "headline": headline_figures,
+        "headline_spread": spread,
+        "headline_ratio_of_means": figures(results, by="means"),
+    }
+
+
+def recompute(stored: dict) -> dict:
+    """A stored results file's summaries and headline, re-derived from its runs' curves."""
+    results = {}
+    for name, result in stored["datasets"].items():
+        results[name] = {**result, "summary": summarize(result)}
+    return {**headline_sections(results), "datasets": results}
 
 
 def markdown(results: dict) -> str:
@@ -503,9 +539,12 @@ def main(argv=None) -> dict:
         result["summary"] = summarize(result)
         result["alignment"] = alignment_summary(result)
         results[name] = result
+    sections = headline_sections(results)
     report = harness.write_results(
         output,
-        headline=headline(results),
+        headline=sections.pop("headline"),
+        headline_spread=sections["headline_spread"],
+        headline_ratio_of_means=sections["headline_ratio_of_means"],
         command=" ".join(["python benchmarks/pgd_clean.py", *(argv or sys.argv[1:])]),
         seeds=seeds,
         merged=args.merge,

@@ -11,7 +11,8 @@ training binary on ``configs/mnist1d.py``; ``--config-arg`` appends ``:ARG``) wi
 seeds, in child processes, alternating before/after so background load hits both alike, and
 share the MNIST-1D cache. Per run it records the process's wall time and ``summary.json``
 (train seconds, final accuracy, fresh examples). The headline ratio is before / after of the
-median wall time (above 1: the change is faster).
+wall time, seed by seed, averaged geometrically (above 1: the change is faster; its range is in
+``headline_spread``, the ratio of the medians in ``headline_ratio_of_medians``).
 """
 
 from __future__ import annotations
@@ -104,7 +105,9 @@ def compare(before_tree: Path, seeds: list[int], config_arg: str, scratch: Path)
     return rows
 
 
-def headline(rows: list[dict]) -> dict:
+def medians(rows: list[dict]) -> dict:
+    """Before / after of the median seconds over seeds, and each side's median accuracy."""
+
     def median(side: str, key: str) -> float:
         return statistics.median(row[key] for row in rows if row["side"] == side)
 
@@ -120,7 +123,7 @@ def headline(rows: list[dict]) -> dict:
 
 def paired(rows: list[dict]) -> dict:
     """Before's seconds over after's, seed by seed (``harness.paired``): > 1 when after is
-    faster. The headline's ratios are of the medians over seeds."""
+    faster."""
     by_seed = {side: {row["seed"]: row for row in rows if row["side"] == side} for side in SIDES}
     return {
         f"{key}_speedup_after_vs_before": harness.paired(
@@ -130,6 +133,34 @@ def paired(rows: list[dict]) -> dict:
         )
         for key in ("wall_seconds", "train_seconds")
     }
+
+
+def headline_sections(rows: list[dict]) -> dict:
+    """The headline (speed-ups paired by seed, geometric mean; accuracies the medians), the
+    speed-ups' spread over seeds and the ratios of medians, as the JSON stores them."""
+    by_median, by_seed = medians(rows), paired(rows)
+    speedups = {
+        "wall_speedup_after_vs_before": by_seed["wall_seconds_speedup_after_vs_before"],
+        "train_seconds_speedup_after_vs_before": by_seed["train_seconds_speedup_after_vs_before"],
+    }
+    accuracies = {key: by_median[key] for key in ("accuracy_before", "accuracy_after")}
+    headline_figures, spread = harness.paired_headline({**speedups, **accuracies})
+    return {
+        "headline": headline_figures,
+        "headline_spread": spread,
+        "headline_ratio_of_medians": {key: by_median[key] for key in speedups},
+        "paired": by_seed,
+    }
+
+
+def headline(rows: list[dict]) -> dict:
+    """``headline_sections``' headline: the figures RESULTS.md and BENCHMARKS.md read."""
+    return headline_sections(rows)["headline"]
+
+
+def recompute(stored: dict) -> dict:
+    """A stored results file's headline, re-derived from its per-seed ``runs``."""
+    return headline_sections(stored["runs"])
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -162,9 +193,10 @@ def main() -> None:
         scratch = Path(folder)
         before_tree = export_revision(args.before, scratch)
         rows = compare(before_tree, list(range(args.seeds)), args.config_arg, scratch)
+    sections = headline_sections(rows)
     result = harness.write_results(
         args.output,
-        headline=headline(rows),
+        headline=sections.pop("headline"),
         command="python benchmarks/refactor_parity.py " + " ".join(sys.argv[1:]),
         settings={
             "before": args.before,
@@ -172,7 +204,7 @@ def main() -> None:
             "config": "configs/mnist1d.py" + (f":{args.config_arg}" if args.config_arg else ""),
             "seeds": args.seeds,
         },
-        paired=paired(rows),
+        **sections,
         runs=rows,
     )
     output = Path(args.output)

@@ -41,8 +41,10 @@ after every epoch, outside the timed training.
 
 Headline (``selection.json``, floats, null where not reached):
 
-* ``prune_speedup_equal_epochs``: ``full``'s train seconds to the target / ``prune``'s, where the
-  target is the baseline's final accuracy: the lowest over ``full``'s seeds, so that every
+* ``prune_speedup_equal_epochs``: ``full``'s train seconds to the target / ``prune``'s, seed by
+  seed, averaged geometrically (``harness.paired``; the range is in ``headline_spread``, the
+  ratio of mean seconds in ``headline_ratio_of_means``; null unless every seed reached it), where
+  the target is the baseline's final accuracy: the lowest over ``full``'s seeds, so that every
   baseline seed reaches it (accuracy is measured after every epoch);
 * ``prune_speedup_vs_short_schedule``: the same, ``short`` over ``prune`` (null if ``short``
   never reaches the target: then pruning buys accuracy the short schedule cannot);
@@ -292,6 +294,13 @@ def summarize(runs: list[dict]) -> dict:
             * float(np.mean([r["curve"][-1]["seconds"] / r["curve"][-1]["steps"] for r in chosen])),
             **paired_speedup(runs, method, target),
         }
+    if "short" in methods:
+        # Pruning against the full data's schedule cut to the same steps, seed by seed.
+        summary["prune_vs_short_paired"] = harness.paired(
+            seconds_by_seed(runs, "short", target),
+            seconds_by_seed(runs, "prune", target),
+            lambda short, prune: short / prune,
+        )
     return summary
 
 
@@ -313,22 +322,55 @@ def paired_speedup(runs: list[dict], method: str, target: float) -> dict:
     }
     speedup = harness.paired(seconds["full"], seconds[method], lambda full, mine: full / mine)
     if speedup is None:
-        return {"paired_seeds": 0, "paired_speedup": None, "paired_speedup_range": None}
+        return {
+            "paired_seeds": 0,
+            "paired_speedup": None,
+            "paired_speedup_range": None,
+            "paired": None,
+        }
     return {
         "paired_seeds": len(speedup["seeds"]),
         "paired_speedup": speedup["mean"],
         "paired_speedup_range": [speedup["min"], speedup["max"]],
+        "paired": speedup,
     }
 
 
-def headline(summary: dict) -> dict:
+def seconds_by_seed(runs: list[dict], method: str, target: float) -> dict[int, float]:
+    """Each seed's train seconds to ``target`` for ``method``, over the seeds that reached it."""
+    return {
+        r["seed"]: hit["seconds"]
+        for r in runs
+        if r["method"] == method and (hit := first_reaching(r["curve"], target)) is not None
+    }
+
+
+SPEEDUPS = (
+    "prune_speedup_equal_epochs",
+    "prune_speedup_vs_short_schedule",
+    "select_batch_speedup",
+    "sample_batch_speedup",
+)
+
+
+def figures(summary: dict, by: str = "paired") -> dict:
+    """The headline's figures (the module's docstring lists them); the speed-ups (``SPEEDUPS``)
+    are ``harness.paired`` results with ``by="paired"`` (the headline: seed by seed, averaged
+    geometrically) or ratios of mean seconds with ``by="means"``; either is null unless every
+    seed of both methods reached the target."""
     methods = summary["methods"]
 
-    def speedup(reference: str, method: str = "prune") -> float | None:
+    def speedup(reference: str, method: str = "prune"):
         if reference not in methods or method not in methods:
             return None
         slow, fast = methods[reference]["seconds_to_target"], methods[method]["seconds_to_target"]
-        return slow / fast if slow and fast else None
+        if not (slow and fast):
+            return None
+        if by != "paired":
+            return slow / fast
+        if reference == "full":
+            return methods[method]["paired"]
+        return summary["prune_vs_short_paired"]
 
     def steps_saved(method: str) -> float | None:
         """1 - the method's Boss steps to the target / the full data's (null if not reached)."""
@@ -372,6 +414,29 @@ def headline(summary: dict) -> dict:
         "assist_boss_forward_overhead": overhead("assist_boss_forward"),
         **dict.fromkeys(NOT_BUILT),
     }
+
+
+def headline(summary: dict) -> dict:
+    """``figures``' paired geometric means: the figures the issue and RESULTS.md read."""
+    return harness.paired_headline(figures(summary))[0]
+
+
+def headline_sections(summary: dict) -> dict:
+    """The headline, its speed-ups' spread over seeds (``headline_spread``) and the same
+    speed-ups as ratios of mean seconds (``headline_ratio_of_means``)."""
+    headline_figures, spread = harness.paired_headline(figures(summary))
+    by_means = figures(summary, by="means")
+    return {
+        "headline": headline_figures,
+        "headline_spread": spread,
+        "headline_ratio_of_means": {key: by_means[key] for key in SPEEDUPS},
+    }
+
+
+def recompute(stored: dict) -> dict:
+    """A stored results file's summary and headline, re-derived from the ``runs`` it holds."""
+    summary = summarize(stored["runs"])
+    return {**headline_sections(summary), "summary": summary}
 
 
 def markdown(summary: dict) -> str:
@@ -563,14 +628,12 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     command = "python benchmarks/selection.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.resummarize is not None:
-        stored = json.loads(args.resummarize.read_text())
-        return report(
-            stored["runs"],
-            stored["config"],
-            stored["learning_rate_sweep"],
-            args.resummarize,
-            stored.get("command", command),  # the command that ran them
-        )
+        # The file keeps the command, commit and machine of the run that measured it.
+        result = harness.recompute(args.resummarize, recompute)
+        plot(result["runs"], result["summary"], args.resummarize.with_suffix(".png"))
+        print(markdown(result["summary"]))
+        print(json.dumps(result["headline"], indent=1))
+        return result
     data = load_mnist1d(args.num_samples, args.cache)
     rates, sweep = learning_rates(data, args)
     runs = []
@@ -600,10 +663,12 @@ def main(argv: list[str] | None = None) -> dict:
 def report(runs: list[dict], config: dict, sweep: list[dict], output: Path, command: str) -> dict:
     """Summarises ``runs`` into ``output`` (JSON, and the plot beside it) and prints the table."""
     summary = summarize(runs)
+    sections = headline_sections(summary)
     result = harness.write_results(
         output,
-        headline=headline(summary),
+        headline=sections.pop("headline"),
         command=command,
+        **sections,
         config=config,
         learning_rate_sweep=sweep,
         summary=summary,

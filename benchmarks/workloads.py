@@ -33,11 +33,13 @@ fraction of bucketed batches against unbucketed ones, and the perplexity of a un
 must beat.
 
 Headline (floats, null where not reached): ``image_R``, ``image_echo_speedup_e2``,
-``image_echo_speedup_e4`` (after augment; baseline seconds to target / echo's, means over seeds,
-only when every seed reached it), ``image_final_accuracy``, ``image_autoecho_vs_best_fixed``
-(AutoEcho's speed-up / the best fixed factor's), and ``text_R``, ``text_echo_speedup_e2``,
-``text_echo_speedup_e4`` (after decode), ``text_autoecho_vs_best_fixed``,
-``text_padding_fraction``, ``text_final_perplexity``, ``text_unigram_perplexity``.
+``image_echo_speedup_e4`` (after augment; baseline seconds to target / echo's seed by seed,
+averaged geometrically, only when every seed reached it; the range is in ``headline_spread``,
+the ratio of mean seconds in ``headline_ratio_of_means``), ``image_final_accuracy``,
+``image_autoecho_vs_best_fixed`` (AutoEcho's speed-up / the best fixed factor's), and
+``text_R``, ``text_echo_speedup_e2``, ``text_echo_speedup_e4`` (after decode),
+``text_autoecho_vs_best_fixed``, ``text_padding_fraction``, ``text_final_perplexity``,
+``text_unigram_perplexity``.
 """
 
 from __future__ import annotations
@@ -244,8 +246,8 @@ def summarize(runs: list[dict]) -> list[dict]:
     the speed-up over the workload's baseline.
 
     ``speedup`` is the baseline's mean seconds to target over the variant's (a ratio of means,
-    which the headline reads); ``paired_speedup`` is the same ratio seed by seed
-    (``harness.paired``, over the seeds both reached the target).
+    kept as ``headline_ratio_of_means``); ``paired_speedup`` is the same ratio seed by seed
+    (``harness.paired``, over the seeds both reached the target), which the headline reads.
     """
     groups: dict[tuple, list[dict]] = {}
     for run in runs:
@@ -280,25 +282,50 @@ def summarize(runs: list[dict]) -> list[dict]:
     return table
 
 
-def headline(table: list[dict], text_stats: dict | None) -> dict:
-    """The figures issue 14 names; null where a workload did not run or a target was missed."""
+def speedup(entry: dict | None, by: str = "paired"):
+    """An entry's speed-up: its ``paired_speedup`` (``by="paired"``) or ratio of mean seconds
+    (``by="means"``); None when it is missing or a seed missed the target."""
+    if not entry or not entry["speedup"]:
+        return None
+    return entry["paired_speedup"] if by == "paired" else entry["speedup"]
+
+
+def versus_best(auto, fixed: list):
+    """``auto``'s speed-up over the best of ``fixed`` (the highest geometric mean): seed by seed
+    for paired figures, else a ratio of the two floats; None if either is missing."""
+    fixed = [figure for figure in fixed if figure]
+    if not auto or not fixed:
+        return None
+    if not isinstance(auto, dict):
+        return auto / max(fixed)
+    best = max(fixed, key=lambda figure: figure["mean"])
+    by_seed = harness.per_seed(best), harness.per_seed(auto)
+    return harness.paired(*by_seed, lambda best_value, auto_value: auto_value / best_value)
+
+
+def figures(table: list[dict], text_stats: dict | None, by: str = "paired") -> dict:
+    """The figures issue 14 names; None where a workload did not run or a target was missed.
+
+    Speed-ups are ``harness.paired`` results (``by="paired"``) or ratios of mean seconds
+    (``by="means"``); ``headline`` keeps the paired geometric means.
+    """
     entry = {(e["workload"], e["variant"], e["factor"]): e for e in table}
     result = {}
     for name in WORKLOADS:
         point = HEADLINE_POINT[name]
         baseline = entry.get((name, "baseline", 1.0))
         fixed = [
-            e["speedup"]
+            speedup(e, by)
             for e in table
-            if e["workload"] == name and e["variant"] not in ("baseline", "auto") and e["speedup"]
+            if e["workload"] == name and e["variant"] not in ("baseline", "auto")
         ]
-        auto = entry.get((name, "auto", None), {}).get("speedup")
+        auto = speedup(entry.get((name, "auto", None)), by)
         result[f"{name}_R"] = _mean(baseline and baseline["R"])
         for factor in (2.0, 4.0):
-            result[f"{name}_echo_speedup_e{factor:.0f}"] = entry.get((name, point, factor), {}).get(
-                "speedup"
+            result[f"{name}_echo_speedup_e{factor:.0f}"] = speedup(
+                entry.get((name, point, factor)), by
             )
-        result[f"{name}_autoecho_vs_best_fixed"] = auto / max(fixed) if auto and fixed else None
+        result[f"{name}_autoecho_vs_best_fixed"] = versus_best(auto, fixed)
     result["image_final_accuracy"] = _mean(
         entry.get(("image", "baseline", 1.0), {}).get("final_accuracy")
     )
@@ -310,6 +337,33 @@ def headline(table: list[dict], text_stats: dict | None) -> dict:
     )
     result["text_unigram_perplexity"] = text_stats["unigram_perplexity"] if text_stats else None
     return result
+
+
+def sections(paired: dict, by_means: dict) -> dict:
+    """The JSON's headline (paired geometric means), ``headline_spread`` (each paired figure's
+    range and seeds) and ``headline_ratio_of_means`` (the same speed-ups as ratios of means)."""
+    headline_figures, spread = harness.paired_headline(paired)
+    speedups = [key for key in paired if "speedup" in key or "_vs_" in key]
+    return {
+        "headline": headline_figures,
+        "headline_spread": spread,
+        "headline_ratio_of_means": {key: by_means[key] for key in speedups},
+    }
+
+
+def headline(table: list[dict], text_stats: dict | None) -> dict:
+    """``figures``' paired geometric means: the figures the issue and RESULTS.md read."""
+    return harness.paired_headline(figures(table, text_stats))[0]
+
+
+def headline_sections(table: list[dict], text_stats: dict | None) -> dict:
+    return sections(figures(table, text_stats), figures(table, text_stats, by="means"))
+
+
+def recompute(stored: dict) -> dict:
+    """A stored results file's table and headline, re-derived from its ``runs``."""
+    table = summarize(stored["runs"])
+    return {**headline_sections(table, stored.get("text_statistics")), "table": table}
 
 
 def _mean(values: dict | None) -> float | None:
@@ -401,10 +455,12 @@ def main(argv: list[str] | None = None) -> dict:
         step = baseline["downstream_seconds_per_step"]
         rates[name]["train_examples_per_second"] = config.data.batch_size / step if step else None
     table = summarize(runs)
+    figures_by = headline_sections(table, text_stats)
     result = harness.write_results(
         args.output,
-        headline=headline(table, text_stats),
+        headline=figures_by.pop("headline"),
         command="python benchmarks/workloads.py " + " ".join(argv or sys.argv[1:]),
+        **figures_by,
         rates=rates,
         text_statistics=text_stats,
         table=table,

@@ -20,7 +20,8 @@ at e = 2 and 4, and AutoEcho after augment, each seed.
 
 Headline (floats, null where not reached): ``image_gcs_R`` (the baseline's t_up / t_down as the
 trainer measures it), ``image_gcs_echo_speedup_e2`` and ``image_gcs_echo_speedup_e4`` (the
-baseline's seconds to target / echo's, means over seeds, only when every seed reached it),
+baseline's seconds to target / echo's seed by seed, averaged geometrically, only when every seed
+reached it; range in ``headline_spread``, ratio of means in ``headline_ratio_of_means``),
 ``image_gcs_autoecho_vs_best_fixed`` (AutoEcho's speed-up / the best fixed factor's), and
 ``megabits_per_second`` (the cap).
 """
@@ -85,18 +86,37 @@ def upload(local_glob: str) -> str:
     return f"gs://{BUCKET}/{os.path.basename(local_glob)}"
 
 
-def headline(table: list[dict], megabits: float) -> dict:
+def figures(table: list[dict], megabits: float, by: str = "paired") -> dict:
+    """The headline's figures: speed-ups as ``harness.paired`` results (``by="paired"``) or
+    ratios of mean seconds (``by="means"``), as ``workloads.figures``."""
     entry = {(e["variant"], e["factor"]): e for e in table}
-    fixed = [e["speedup"] for e in table if e["variant"] == "after_augment" and e["speedup"]]
-    auto = entry.get(("auto", None), {}).get("speedup")
+    fixed = [workloads.speedup(e, by) for e in table if e["variant"] == "after_augment"]
+    auto = workloads.speedup(entry.get(("auto", None)), by)
     baseline_r = entry.get(("baseline", 1.0), {}).get("R")
     return {
         "image_gcs_R": baseline_r["mean"] if baseline_r else None,
-        "image_gcs_echo_speedup_e2": entry.get(("after_augment", 2.0), {}).get("speedup"),
-        "image_gcs_echo_speedup_e4": entry.get(("after_augment", 4.0), {}).get("speedup"),
-        "image_gcs_autoecho_vs_best_fixed": auto / max(fixed) if auto and fixed else None,
+        "image_gcs_echo_speedup_e2": workloads.speedup(entry.get(("after_augment", 2.0)), by),
+        "image_gcs_echo_speedup_e4": workloads.speedup(entry.get(("after_augment", 4.0)), by),
+        "image_gcs_autoecho_vs_best_fixed": workloads.versus_best(auto, fixed),
         "megabits_per_second": float(megabits),
     }
+
+
+def headline(table: list[dict], megabits: float) -> dict:
+    """``figures``' paired geometric means: the figures the issue and RESULTS.md read."""
+    return harness.paired_headline(figures(table, megabits))[0]
+
+
+def headline_sections(table: list[dict], megabits: float) -> dict:
+    by_means = figures(table, megabits, by="means")
+    return workloads.sections(figures(table, megabits), by_means)
+
+
+def recompute(stored: dict) -> dict:
+    """A stored results file's table and headline, re-derived from its ``runs``."""
+    table = workloads.summarize(stored["runs"])
+    megabits = stored["headline"]["megabits_per_second"]
+    return {**headline_sections(table, megabits), "table": table}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -131,10 +151,12 @@ def main(argv: list[str] | None = None) -> dict:
             ]
             limiter = bucket.limiter
     table = workloads.summarize(runs)
+    figures_by = headline_sections(table, args.megabits)
     result = harness.write_results(
         args.output,
-        headline=headline(table, args.megabits),
+        headline=figures_by.pop("headline"),
         command="python benchmarks/workloads_gcs.py " + " ".join(argv or sys.argv[1:]),
+        **figures_by,
         limiter=limiter,
         data=args.data_overrides,
         rates=rates,

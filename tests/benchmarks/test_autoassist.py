@@ -98,9 +98,38 @@ def test_first_reaching_and_summary_use_the_shuffle_baseline_target(load_benchma
     ratios = bench.headline(bench.summarize(runs))
     assert ratios["assistant_steps_vs_shuffle"] is None
     del runs[-1]
-    ratios = bench.headline(bench.summarize(runs))
-    assert ratios["assistant_steps_vs_shuffle"] == pytest.approx(10 / 30)
-    assert ratios["assistant_epochs_vs_shuffle"] == pytest.approx(0.5 / 1.5)
+    # Paired with shuffle's seed 0 alone (20 steps, 1 Boss epoch); the ratio of means with both
+    # of shuffle's seeds stays beside the headline.
+    sections = bench.headline_sections(bench.summarize(runs))
+    assert sections["headline"]["assistant_steps_vs_shuffle"] == pytest.approx(10 / 20)
+    assert sections["headline"]["assistant_epochs_vs_shuffle"] == pytest.approx(0.5 / 1.0)
+    assert sections["headline_ratio_of_means"]["assistant_steps_vs_shuffle"] == pytest.approx(
+        10 / 30
+    )
+
+
+def test_headline_ratio_is_the_paired_geometric_mean_of_hand_built_runs(load_benchmark):
+    bench = load_benchmark("autoassist")
+
+    def run(method, seed, steps_to_target):
+        # Accuracy 1.0 from ``steps_to_target`` on (the target is 0.99 x shuffle's best, 1.0).
+        curve = [{"optimizer_steps": s, "examples_computed": 32 * s, "boss_epochs": s / 10,
+                  "data_passes": s / 10, "seconds": s / 100,
+                  "test_accuracy": 1.0 if s >= steps_to_target else 0.5}
+                 for s in range(10, 1001, 10)]  # fmt: skip
+        return {"task": "mnist1d", "method": method, "seed": seed, "curve": curve}
+
+    # Seed 1 is slow for both (a harder seed): paired, it weighs as much as seed 0.
+    runs = [run("shuffle", 0, 100), run("shuffle", 1, 800)]
+    runs += [run("assistant", 0, 50), run("assistant", 1, 200)]  # 1/2 and 1/4 the steps
+    sections = bench.headline_sections(bench.summarize(runs))
+    assert sections["headline"]["assistant_steps_vs_shuffle"] == pytest.approx(0.125**0.5)
+    spread = sections["headline_spread"]["assistant_steps_vs_shuffle"]
+    assert (spread["min"], spread["max"]) == pytest.approx((0.25, 0.5))
+    assert spread["seeds"] == [0, 1]
+    assert sections["headline_ratio_of_means"]["assistant_steps_vs_shuffle"] == pytest.approx(
+        250 / 900
+    )
 
 
 def test_notebook_draws_the_results_without_training(quick_results, execute_notebook):

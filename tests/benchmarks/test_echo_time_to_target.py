@@ -3,6 +3,7 @@ notebook that draws its JSON."""
 
 import json
 
+import harness
 import pytest
 
 
@@ -75,11 +76,24 @@ def test_quick_run_headline_is_computed_from_its_table(quick_results, load_bench
     assert all(v is None or type(v) is float for v in result["headline"].values())
 
 
+def _paired(*per_seed):
+    """A ``harness.paired`` result with these per-seed ratios (seeds 0, 1, ...)."""
+    if not per_seed or per_seed[0] is None:
+        return None
+    mean = 1.0
+    for value in per_seed:
+        mean *= value
+    mean **= 1 / len(per_seed)
+    return {"mean": mean, "min": min(per_seed), "max": max(per_seed),
+            "per_seed": list(per_seed), "seeds": list(range(len(per_seed)))}  # fmt: skip
+
+
 def test_headline_takes_the_best_fixed_variant_and_nulls_what_was_not_reached(load_benchmark):
     headline = load_benchmark("echo_time_to_target").headline
 
-    def entry(variant, factor, speedup, accuracy=None, ratio=None, scenario="network"):
-        return {"scenario": scenario, "variant": variant, "factor": factor, "speedup": speedup,
+    def entry(variant, factor, *per_seed, accuracy=None, ratio=None, scenario="network"):
+        return {"scenario": scenario, "variant": variant, "factor": factor,
+                "paired_speedup": _paired(*per_seed),
                 "final_accuracy": accuracy and {"mean": accuracy},
                 "R": ratio and {"mean": ratio}}  # fmt: skip
 
@@ -110,21 +124,69 @@ def test_headline_takes_the_best_fixed_variant_and_nulls_what_was_not_reached(lo
 def test_headline_ratio_is_null_when_no_fixed_variant_reached_the_target(load_benchmark):
     headline = load_benchmark("echo_time_to_target").headline
     table = [
-        {"scenario": "cpu", "variant": "baseline", "factor": 1, "speedup": 1.0,
+        {"scenario": "cpu", "variant": "baseline", "factor": 1, "paired_speedup": _paired(1.0),
          "final_accuracy": None, "R": {"mean": 3.0}},
-        {"scenario": "cpu", "variant": "after_batch", "factor": 4, "speedup": None,
+        {"scenario": "cpu", "variant": "after_batch", "factor": 4, "paired_speedup": None,
          "final_accuracy": None, "R": None},
-        {"scenario": "cpu", "variant": "auto", "factor": "auto", "speedup": 1.2,
+        {"scenario": "cpu", "variant": "auto", "factor": "auto", "paired_speedup": _paired(1.2),
          "final_accuracy": None, "R": None},
     ]  # fmt: skip
-    assert headline(table) == {
+    assert headline(table) == pytest.approx({
         "cpu_R": 3.0,
         "cpu_best_e4_speedup": None,
         "cpu_best_fixed_speedup": None,
         "cpu_auto_speedup": 1.2,
         "cpu_auto_vs_best_fixed": None,
         "final_accuracy_delta_worst_points": None,  # no final-accuracy runs
-    }
+    })  # fmt: skip
+
+
+def test_headline_speedup_is_the_paired_geometric_mean_of_hand_built_runs(load_benchmark):
+    benchmark = load_benchmark("echo_time_to_target")
+
+    def row(variant, factor, seconds, seed):
+        return {"scenario": "network", "variant": variant, "factor": factor, "shuffle": False,
+                "seed": seed, "reached": True, "seconds_to_target": seconds,
+                "fresh_examples_to_target": 100 * seconds, "steps_to_target": 10,
+                "final_accuracy": None, "R": 4.0 if variant == "baseline" else None}  # fmt: skip
+
+    # Seed 1 is slow for both (a busy machine): paired, it weighs as much as seed 0.
+    rows = [row("baseline", 1, 10.0, 0), row("baseline", 1, 90.0, 1)]
+    rows += [row("after_batch", 4, 5.0, 0), row("after_batch", 4, 22.5, 1)]  # 2x and 4x
+    rows += [row("auto", "auto", 10.0, 0), row("auto", "auto", 30.0, 1)]  # 1x and 3x
+    for r in rows[-2:]:
+        r["factor"] = 2.0
+    sections = benchmark.headline_sections(benchmark.summarise(rows))
+    figures, spread = sections["headline"], sections["headline_spread"]
+    assert figures["network_best_e4_speedup"] == pytest.approx(8**0.5)
+    assert spread["network_best_e4_speedup"]["per_seed"] == pytest.approx([2.0, 4.0])
+    assert (spread["network_best_e4_speedup"]["min"], spread["network_best_e4_speedup"]["max"]) \
+        == pytest.approx((2.0, 4.0))  # fmt: skip
+    assert figures["network_auto_speedup"] == pytest.approx(3**0.5)
+    # Auto over the best fixed factor, seed by seed: 1/2 and 3/4.
+    assert figures["network_auto_vs_best_fixed"] == pytest.approx((0.5 * 0.75) ** 0.5)
+    # The ratio of mean seconds stays, out of the headline: 50 / 13.75 and 50 / 20.
+    by_means = sections["headline_ratio_of_means"]
+    assert by_means["network_best_e4_speedup"] == pytest.approx(50 / 13.75)
+    assert by_means["network_auto_speedup"] == pytest.approx(2.5)
+    assert "network_R" not in by_means
+
+
+def test_recompute_rederives_the_headline_from_stored_rows(load_benchmark, tmp_path):
+    benchmark = load_benchmark("echo_time_to_target")
+    rows = [
+        {"scenario": "cpu", "variant": v, "factor": f, "shuffle": False, "seed": seed,
+         "reached": True, "seconds_to_target": t, "fresh_examples_to_target": 1.0,
+         "steps_to_target": 1, "final_accuracy": None, "R": 2.0 if v == "baseline" else None}
+        for seed, (base, echo) in enumerate([(10.0, 5.0), (40.0, 10.0)])
+        for v, f, t in (("baseline", 1, base), ("after_batch", 4, echo))
+    ]  # fmt: skip
+    path = tmp_path / "stored.json"
+    path.write_text(json.dumps({"headline": {"cpu_best_e4_speedup": 1.0}, "rows": rows}))
+    result = harness.recompute(path, benchmark.recompute)
+    assert next(iter(result)) == "headline"
+    assert result["headline"]["cpu_best_e4_speedup"] == pytest.approx(8**0.5)
+    assert "recomputed_from_stored_runs" in json.loads(path.read_text())
 
 
 def test_notebook_draws_the_results_without_training(quick_results, execute_notebook):

@@ -51,3 +51,26 @@ def test_notebook_draws_the_results_without_training(quick_results, execute_note
     assert any(output.get("output_type") == "display_data" for output in outputs)
     text = "".join(output.get("text", "") for output in outputs)
     assert "baseline" in text and "autoecho_fit_speedup" in text
+
+
+def test_headline_speedup_is_the_paired_geometric_mean_of_hand_built_runs(load_benchmark):
+    benchmark = load_benchmark("keras_fit")
+    # Seconds at which each seed's curve reaches 0.9 (its final accuracy, the target).
+    reach = {"baseline": (10.0, 90.0), "auto": (5.0, 22.5)}  # 2x on seed 0, 4x on seed 1
+
+    def run(method, seed):
+        seconds = reach.get(method, reach["baseline"])[seed]
+        curve = [{"seconds": seconds / 2, "test_accuracy": 0.5, "echo_factor": 2.0},
+                 {"seconds": seconds, "test_accuracy": 0.9, "echo_factor": 2.0}]  # fmt: skip
+        return {"method": method, "seed": seed, "curve": curve}
+
+    runs = [run(method, seed) for seed in (0, 1) for method in benchmark.METHODS]
+    sections = benchmark.headline_sections(benchmark.summarize(runs), {"relative_error": 0.1})
+    assert sections["headline"]["autoecho_fit_speedup"] == pytest.approx(8**0.5)
+    assert sections["headline_spread"]["autoecho_fit_speedup"]["per_seed"] == pytest.approx(
+        [2.0, 4.0]
+    )
+    assert sections["headline"]["fixed_echo_fit_speedup"] == pytest.approx(1.0)
+    # The ratio of mean seconds (50 / 13.75) stays beside it.
+    assert sections["headline_ratio_of_means"]["autoecho_fit_speedup"] == pytest.approx(50 / 13.75)
+    assert sections["headline"]["diagnose_R_error"] == 0.1

@@ -86,3 +86,31 @@ def test_normalized_oracle_steps_as_far_along_the_full_gradient_as_a_uniform_bat
         )
     assert alignment > 1  # top-k of exact priorities: a longer step than a uniform batch's
     assert moves["oracle_normalized"] == pytest.approx(moves["oracle"] / alignment, rel=1e-3)
+
+
+def test_headline_speedup_is_the_paired_geometric_mean_of_hand_built_runs(load_benchmark):
+    benchmark = load_benchmark("pgd_clean")
+
+    def curve(steps_to_final, seconds_per_step):
+        # 20 evaluations of 10 steps; the loss reaches SGD's final loss (1.0) at steps_to_final.
+        steps = [10 * i for i in range(21)]
+        losses = [1.0 if s >= steps_to_final else 2.0 - s / 1000 for s in steps]
+        return {"step": steps, "seconds": [s * seconds_per_step for s in steps],
+                "train_loss": losses}  # fmt: skip
+
+    # Seed 1 is slow for both methods (a busy machine): paired, it counts as much as seed 0.
+    runs = {
+        "sgd": {"curves": [curve(200, 0.01), curve(200, 0.09)]},
+        "pgd": {"curves": [curve(100, 0.01), curve(50, 0.09)]},  # 2x and 4x
+    }
+    result = {"steps": 200, "every": 10, "runs": runs}
+    results = {"digits": {**result, "summary": benchmark.summarize(result)}}
+    sections = benchmark.headline_sections(results)
+    headline, spread = sections["headline"], sections["headline_spread"]
+    assert headline["pgd_steps_speedup_clean"] == pytest.approx(8**0.5)
+    assert headline["pgd_wall_speedup_clean"] == pytest.approx(8**0.5)
+    assert spread["pgd_steps_speedup_digits"]["per_seed"] == pytest.approx([2.0, 4.0])
+    # SGD's mean steps (200) over PGD's (75): the ratio of means stays beside the headline.
+    by_means = sections["headline_ratio_of_means"]
+    assert by_means["pgd_steps_speedup_clean"] == pytest.approx(200 / 75)
+    assert headline["oracle_steps_speedup_clean"] is None  # not run

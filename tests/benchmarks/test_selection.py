@@ -129,6 +129,32 @@ def test_paired_speedup_is_the_geometric_mean_of_per_seed_ratios(load_benchmark)
     assert "1.00x (0.25-4.00, 2 seeds)" in bench.markdown(bench.summarize(runs))
 
 
+def test_headline_speedup_is_the_paired_geometric_mean_of_hand_built_runs(load_benchmark):
+    bench = load_benchmark("selection")
+
+    def run(method, seed, seconds, accuracy=0.9):
+        curve = [{"epoch": 1, "steps": 10, "seconds": seconds, "test_accuracy": accuracy}]
+        return {"method": method, "seed": seed, "curve": curve}
+
+    # Seed 1 is slow for every method (a busy machine): paired, it weighs as much as seed 0.
+    runs = [run("full", 0, 4.0), run("full", 1, 36.0)]
+    runs += [run("prune", 0, 2.0), run("prune", 1, 9.0)]  # 2x and 4x
+    runs += [run("short", 0, 3.0), run("short", 1, 9.0)]  # prune: 1.5x and 1x against it
+    runs += [run("select", 0, 4.0), run("select", 1, 12.0)]  # 1x and 3x
+    sections = bench.headline_sections(bench.summarize(runs))
+    headline, spread = sections["headline"], sections["headline_spread"]
+    assert headline["prune_speedup_equal_epochs"] == pytest.approx(8**0.5)
+    assert spread["prune_speedup_equal_epochs"]["per_seed"] == pytest.approx([2.0, 4.0])
+    assert headline["prune_speedup_vs_short_schedule"] == pytest.approx(1.5**0.5)
+    assert headline["select_batch_speedup"] == pytest.approx(3**0.5)
+    assert headline["sample_batch_speedup"] is None  # not run
+    # The ratios of mean seconds stay beside the headline: 20 / 5.5, 6 / 5.5, 20 / 8.
+    by_means = sections["headline_ratio_of_means"]
+    assert by_means["prune_speedup_equal_epochs"] == pytest.approx(20 / 5.5)
+    assert by_means["prune_speedup_vs_short_schedule"] == pytest.approx(6 / 5.5)
+    assert by_means["select_batch_speedup"] == pytest.approx(20 / 8)
+
+
 def test_resummarize_rederives_the_summary_from_the_stored_runs(quick_results, load_benchmark):
     stored = json.loads(quick_results.read_text())
     copy = quick_results.with_name("resummarized.json")

@@ -41,3 +41,27 @@ def test_quick_run_reads_the_train_shards_over_the_capped_link(quick_results):
     }
     echoed = next(r for r in result["runs"] if r["variant"] == "after_augment")
     assert echoed["echo_ratio"] == pytest.approx(2.0, rel=0.2)
+
+
+def test_headline_speedup_is_the_paired_geometric_mean_of_hand_built_runs(load_benchmark):
+    # Two seeds; seed 1 is slow for every variant (a busy machine).
+    seconds = {("baseline", 1.0): (10.0, 90.0), ("after_augment", 2.0): (5.0, 22.5),
+               ("after_augment", 4.0): (10.0, 30.0), ("auto", None): (4.0, 45.0)}  # fmt: skip
+    runs = [
+        {"workload": "image_gcs", "variant": variant, "factor": factor, "seed": seed,
+         "seconds_to_target": times[seed], "steps_to_target": 10, "final_accuracy": 0.9,
+         "final_perplexity": None, "R": 3.0 if variant == "baseline" else None}
+        for (variant, factor), times in seconds.items()
+        for seed in (0, 1)
+    ]  # fmt: skip
+    benchmark = load_benchmark("workloads_gcs")
+    table = load_benchmark("workloads").summarize(runs)
+    sections = benchmark.headline_sections(table, 600.0)
+    headline, spread = sections["headline"], sections["headline_spread"]
+    assert set(headline) == HEADLINE
+    assert headline["image_gcs_echo_speedup_e2"] == pytest.approx(8**0.5)
+    e2 = spread["image_gcs_echo_speedup_e2"]
+    assert (e2["min"], e2["max"]) == pytest.approx((2.0, 4.0))
+    assert headline["image_gcs_autoecho_vs_best_fixed"] == pytest.approx((1.25 * 0.5) ** 0.5)
+    assert sections["headline_ratio_of_means"]["image_gcs_echo_speedup_e4"] == pytest.approx(2.5)
+    assert headline["megabits_per_second"] == 600.0

@@ -43,8 +43,14 @@ def test_headline_is_the_fastest_pgd_variant_that_reached_sgds_loss_on_every_see
     headline = load_benchmark("pgd").headline
 
     def method(reached, steps=None, seconds=None, accuracy=0.5):
+        def one_seed(value):
+            return value and {"mean": value, "min": value, "max": value, "per_seed": [value],
+                              "seeds": [0]}  # fmt: skip
+
         return {"loss_all_reached": reached, "loss_speedup_steps": steps,
-                "loss_speedup_seconds": seconds, "final_test_accuracy": accuracy}  # fmt: skip
+                "loss_speedup_seconds": seconds, "final_test_accuracy": accuracy,
+                "loss_paired_speedup_steps": one_seed(steps),
+                "loss_paired_speedup_seconds": one_seed(seconds)}  # fmt: skip
 
     summary = {
         "mlp": {"methods": {
@@ -77,6 +83,34 @@ def test_headline_is_the_fastest_pgd_variant_that_reached_sgds_loss_on_every_see
         }
     )
     assert_floats_or_none(figures)  # the int top_k_ms comes out a float
+
+
+def test_headline_speedup_is_the_paired_geometric_mean_of_hand_built_runs(load_benchmark):
+    benchmark = load_benchmark("pgd")
+
+    def curve(loss_steps, seconds_per_step):
+        # The training loss falls to 1.0 (SGD's best, the target) at ``loss_steps``.
+        steps = [0, loss_steps, 2 * loss_steps]
+        return {"step": steps, "seconds": [s * seconds_per_step for s in steps],
+                "train_loss": [2.0, 1.0, 1.0], "test_accuracy": [0.1, 0.5, 0.5]}  # fmt: skip
+
+    # Seed 1 is slow for both methods: paired, it counts as much as seed 0.
+    curves = {"mlp": {
+        "sgd": [curve(100, 0.01), curve(400, 0.09)],
+        "pgd_paper": [curve(50, 0.01), curve(100, 0.09)],  # 2x and 4x the steps
+        "pgd_tuned": [curve(100, 0.01), curve(400, 0.09)],  # 1x
+    }}  # fmt: skip
+    summary = benchmark.summarize(curves)
+    cost = {"top_k_ms": 2.0, "proportional_ms": 1.0, "update_ms": 0.5}
+    sections = benchmark.headline_sections(summary, cost)
+    headline, spread = sections["headline"], sections["headline_spread"]
+    assert headline["mlp_best_loss_speedup_steps"] == pytest.approx(8**0.5)
+    assert headline["mlp_best_loss_speedup_seconds"] == pytest.approx(8**0.5)
+    assert spread["mlp_best_loss_speedup_steps"]["per_seed"] == pytest.approx([2.0, 4.0])
+    # SGD's mean steps (250) over PGD's (75): the ratio of means stays beside the headline.
+    by_means = sections["headline_ratio_of_means"]
+    assert by_means["mlp_best_loss_speedup_steps"] == pytest.approx(250 / 75)
+    assert_floats_or_none(headline)
 
 
 def test_gather_headline_is_each_rows_ratios(load_benchmark):
