@@ -171,11 +171,14 @@ def recompute(path, derive: Callable[[dict], Mapping]) -> dict:
     those of the run that wrote the file).
     """
     path = Path(path)
-    stored = json.loads(path.read_text())
+    text = path.read_text()
+    stored = json.loads(text)
+    second_line = (text.splitlines()[1:] or [" "])[0]
+    indent = len(second_line) - len(second_line.lstrip(" "))
     sections = dict(derive(stored))
     result = {"headline": sections.pop("headline", stored["headline"])}
     result.update((key, value) for key, value in stored.items() if key != "headline")
     result.update(sections)
     result["recomputed_from_stored_runs"] = git_commit()
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    path.write_text(json.dumps(result, indent=max(indent, 1)) + "\n")  # as the file was
     return result
