@@ -106,9 +106,12 @@ _IMAGE_BASE = {"workload": "image", "variant": "baseline"}
 _PASSM_PLUS = (
     "workloads", "mnist1d_cnn", "summary", {"method": "passm_plus", "num_workers": 2}
 )  # fmt: skip
-_BY_MEANS = "{figure:.2f}× (ratio of mean times; per seed {seeds:.2f}×, {seeds.n} seeds)"
+_BY_SEED = "{figure:.2f}× (paired by seed; per seed {seeds:.2f}×, {seeds.n} seeds)"
 _PRUNED = "{figure:.2f}× wall time for the same epochs (per seed {seeds:.2f}×, {seeds.n} seeds)"
 _PAIRED = "{paired:.2f}× paired ({range:.2f}×) on those"
+_PGD_DIGITS_EARLY = (
+    "datasets", "digits", "summary", "0.1", "methods", "pgd", "paired_steps_speedup", "mean"
+)  # fmt: skip
 
 ROWS: tuple[Row, ...] = (
     Row(
@@ -118,7 +121,7 @@ ROWS: tuple[Row, ...] = (
         technique="Batch echo, fixed factor: `ds.batch(b).apply(echoing.echo(4))`; "
         "`--config=configs/mnist1d.py:echo=4,insert=after_batch`",
         figure="cpu_best_e4_speedup",
-        reached=_BY_MEANS,
+        reached=_BY_SEED,
         unreached="",
         accuracy="{accuracy:+.1f} points or more at the same fresh examples (e = 4 variants)",
         limits="echo before the costly augmentation: {before:.2f}× (repeats it); "
@@ -142,7 +145,7 @@ ROWS: tuple[Row, ...] = (
         technique="AutoEcho: `auto = echoing.AutoEcho(max_factor=8)`, `ds.apply(auto.echo())`; "
         "`--config=configs/mnist1d.py:echo=auto,insert=after_batch`",
         figure="network_auto_speedup",
-        reached=_BY_MEANS + "; {vs_fixed:.2f}× the best fixed factor's",
+        reached=_BY_SEED + "; {vs_fixed:.2f}× the best fixed factor's",
         unreached="",
         accuracy="reaches the same target accuracy (final accuracy not measured)",
         limits="CPU-bound: {cpu:.2f}× against a fixed e = 4's {cpu_fixed:.2f}× (it climbs to "
@@ -165,7 +168,7 @@ ROWS: tuple[Row, ...] = (
         technique="`echoing.keras.AutoEchoCallback(echoing.AutoEcho(max_factor=8))`, example "
         "echo with a shuffle after it (README, Keras section)",
         figure="autoecho_fit_speedup",
-        reached=_BY_MEANS + "; {start:.2f}× starting at diagnose's factor",
+        reached=_BY_SEED + "; {start:.2f}× starting at diagnose's factor",
         unreached="",
         accuracy="ends at {echoed:.1%} against the baseline's {baseline:.1%}",
         limits="whole batches echoed: {batch:.2f}×; no augmentation after the echo stage: "
@@ -192,7 +195,7 @@ ROWS: tuple[Row, ...] = (
         technique="Example echo after augmentation: `--config=configs/image_folder.py:echo=2` "
         "with `--config.data.train_files=gs://…`",
         figure="image_gcs_echo_speedup_e2",
-        reached=_BY_MEANS + "; AutoEcho {auto:.2f}× the best fixed factor's",
+        reached=_BY_SEED + "; AutoEcho {auto:.2f}× the best fixed factor's",
         unreached="",
         accuracy="reaches the same target; the echoed runs stop there (final accuracy not "
         "measured)",
@@ -211,7 +214,7 @@ ROWS: tuple[Row, ...] = (
         situation="JPEG decoding on the same CPU cores as training (R = {R:.1f})",
         technique="Example echo after augmentation: `--config=configs/image_folder.py:echo=2`",
         figure="image_echo_speedup_e2",
-        reached=_BY_MEANS,
+        reached=_BY_SEED,
         unreached="",
         accuracy="reaches the same {target:.0%} test accuracy; the echoed runs stop there "
         "(final accuracy not measured)",
@@ -290,7 +293,7 @@ ROWS: tuple[Row, ...] = (
         "learning-rate warm-up, {seeds} seeds)",
         technique="`echoing.loss_prune`, at its own tuned learning rate",
         figure="prune_speedup_equal_epochs",
-        reached="{figure:.2f}× (ratio of mean times); {paired:.2f}× paired ({range:.2f}×)",
+        reached="{figure:.2f}× paired by seed ({range:.2f}×)",
         unreached="{reached}/{seeds} seeds reach the worst full-data seed's accuracy; " + _PAIRED,
         accuracy="{accuracy:+.2f} points, in {steps:.2f}× the steps",
         limits="the full data's schedule cut to the same steps does as well "
@@ -313,7 +316,7 @@ ROWS: tuple[Row, ...] = (
         technique="In-batch selection: `echoing.select_rows(batch, losses, k)` on a batch twice "
         "the size; `--config.select_ratio=0.5`",
         figure="select_batch_speedup",
-        reached="{figure:.2f}× (ratio of mean times)",
+        reached="{figure:.2f}× paired by seed ({range:.2f}×)",
         unreached="{reached}/{seeds} seeds reach the worst full-data seed's accuracy; " + _PAIRED,
         accuracy="ends at {selected:.2%} against the full data's {full:.2%}",
         limits="the scoring forward pass: {ms:.1f} ms per step against {full_ms:.1f}; "
@@ -363,9 +366,10 @@ ROWS: tuple[Row, ...] = (
         technique="AutoAssist: `--config=configs/mnist1d.py:assist=1` "
         "(`echoing.assistant_filter` and an `AssistantLearner` thread)",
         figure="assistant_steps_vs_shuffle",
-        reached="{figure:.2f}× the optimizer steps of plain shuffling; digits {digits:.2f}×",
+        reached="{figure:.2f}× the optimizer steps of plain shuffling (paired by seed); "
+        "digits {digits:.2f}×",
         unreached="MNIST-1D: {reached}/{seeds} seeds reach the target; digits: {digits:.2f}× "
-        "the optimizer steps of plain shuffling",
+        "the optimizer steps of plain shuffling (paired by seed)",
         accuracy="ends at {assisted:.1%} against shuffling's {shuffled:.1%} (MNIST-1D)",
         limits="the learner thread costs {overhead:.0%} of throughput when no core is free",
         values={
@@ -385,16 +389,16 @@ ROWS: tuple[Row, ...] = (
         technique="Prioritized gradient descent: `echoing.PrioritySampler`, "
         "`echoing.keras.PrioritizedModel`; `--config=configs/mnist1d.py:pgd=1`",
         figure="pgd_steps_speedup_clean",
-        reached="{figure:.2f}× the steps to SGD's final training loss",
+        reached="{figure:.2f}× the steps to SGD's final training loss (paired by seed)",
         unreached="never reaches SGD's final training loss; to its loss at a tenth of the run, "
-        "{early:.2f}× the steps (digits)",
+        "{early:.2f}× the steps (digits, paired by seed)",
         accuracy="not measured (training loss)",
         limits="even exact priorities do not win at tuned rates: top-k takes a longer step, "
         "not a better direction",
         values={
             "digits": ("datasets", "digits", "num_examples"),
             "synthetic": ("datasets", "classification", "num_examples"),
-            "early": ("datasets", "digits", "summary", "0.1", "methods", "pgd", "steps_speedup"),
+            "early": _PGD_DIGITS_EARLY,
         },
     ),
     Row(
@@ -473,7 +477,8 @@ hand, rerun it (its `--check`, run by the tests, fails while this file is stale)
 **How to read it.** Find your bottleneck in the first column; `echoing.diagnose(dataset, model)`
 or the binary's `--diagnose` measures R, the time per batch of input over the time per train step
 (echo pays only when R > 1). A speed-up is the baseline's wall time to a target accuracy over the
-technique's, side by side on one CPU-only machine, unless the cell says otherwise. *Per seed
+technique's, side by side on one CPU-only machine, seed by seed and averaged geometrically (paired
+by seed), unless the cell says otherwise. *Per seed
 a–b×* is the range of the seed-by-seed ratios; *paired*, their geometric mean over the seeds
 where both runs reached the target. *Not reached*: the technique missed the target on a seed or
 more, and the last columns say why. Each figure is read from the results file the row links

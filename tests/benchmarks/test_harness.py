@@ -54,3 +54,24 @@ def test_results_file_starts_with_its_headline(tmp_path):
 def test_a_headline_figure_must_be_a_float_or_none(tmp_path, value):
     with pytest.raises(TypeError, match="headline 'speedup' must be a float or None"):
         harness.write_results(tmp_path / "x.json", headline={"speedup": value}, command="c")
+
+
+def test_paired_headline_splits_means_from_their_spread():
+    speedup = harness.paired({0: 10.0, 1: 40.0}, {0: 5.0, 1: 10.0}, lambda base, new: base / new)
+    headline, spread = harness.paired_headline({"speedup": speedup, "R": 3, "missed": None})
+    assert headline == pytest.approx({"speedup": 8**0.5, "R": 3.0, "missed": None})
+    assert spread == {"speedup": speedup}
+    assert harness.per_seed(speedup) == {0: 2.0, 1: 4.0} and harness.per_seed(None) == {}
+
+
+def test_recompute_rederives_a_stored_file_and_says_so(tmp_path):
+    path = tmp_path / "study.json"
+    stored = {"headline": {"speedup": 1.0}, "command": "python study.py", "runs": [2.0, 8.0]}
+    path.write_text(json.dumps(stored, indent=2) + "\n")
+    result = harness.recompute(path, lambda s: {"headline": {"speedup": sum(s["runs"]) / 2}})
+    written = json.loads(path.read_text())
+    assert written == result and next(iter(written)) == "headline"
+    assert written["headline"] == {"speedup": 5.0} and written["runs"] == [2.0, 8.0]
+    assert written["command"] == "python study.py"  # the run's command, not the re-derivation's
+    assert "recomputed_from_stored_runs" in written
+    assert path.read_text().splitlines()[1].startswith('  "headline"')  # the indent it had
