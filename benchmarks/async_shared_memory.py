@@ -5,6 +5,7 @@ r"""PASSM+ where the paper runs it: shared-memory workers vs tuned synchronous S
     python benchmarks/async_shared_memory.py [--quick]                      # the same
     python benchmarks/async_partitioned.py --backend=shared_memory --workloads=resnet_small
     python benchmarks/async_shared_memory.py --worker-counts=1,2 --async-momentum=0.5  # ablation
+    python benchmarks/async_shared_memory.py --async-momentum=0 --async-learning-rates=0.1,0.2,0.5
 
 Writes ``benchmarks/results/async_shared_memory.json`` and ``.png`` (``*_quick.*`` for --quick,
 or ``--output FILE.json``) and prints a markdown table. For each workload (the MNIST-1D CNN; the
@@ -22,6 +23,12 @@ Each method (and c) gets its own best learning rate: every rate of ``learning_ra
 by seed. The target of a seed is ``sync``'s final accuracy − 0.5 points; time to target is the
 training time (evaluation and tracing excluded) at the first evaluation reaching it. The best
 synchronous baseline at c is the faster of ``sync`` and ``sync_large`` at c.
+
+``--async-momentum`` and ``--async-learning-rates`` give the asynchronous methods their own grid
+(momentum m, rates), e.g. m = 0 at 10× the rates (the same effective step η/(1 − m)). The
+synchronous baselines then tune over the union of both grids, (config momentum, ``learning_rates``)
+and (m, the async rates), so the baseline stays at its best over everything the async methods
+were offered.
 
 Step times: one worker's block-restricted PASSM step and a full (ASSM) step, timed alone, show
 what restricted backprop saves on this machine, apart from concurrency.
@@ -85,7 +92,29 @@ def methods(worker_counts: list[int]) -> list[tuple[str, int]]:
     return pairs
 
 
-def _config(workload: tuple, setup: dict, method: str, c: int, rate: float, seed: int):
+def tuning_grid(setup: dict, method: str) -> list[tuple[float | None, float]]:
+    """(momentum, learning rate) candidates of ``method``; momentum None is the config's.
+
+    The async methods take (``async_momentum``, ``async_learning_rates``) when given; the
+    synchronous baselines take the union of their own grid and the async one, so that giving
+    the async methods another grid never leaves the baseline below its best."""
+    own = [(None, rate) for rate in setup["learning_rates"]]
+    async_rates = setup.get("async_learning_rates") or setup["learning_rates"]
+    other = [(setup.get("async_momentum"), rate) for rate in async_rates]
+    if not method.startswith("sync"):
+        return other
+    return list(dict.fromkeys(own + other))
+
+
+def _config(
+    workload: tuple,
+    setup: dict,
+    method: str,
+    c: int,
+    rate: float,
+    seed: int,
+    momentum: float | None = None,
+):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("passm_config", f"{ROOT}/configs/passm.py")
@@ -105,7 +134,9 @@ def _config(workload: tuple, setup: dict, method: str, c: int, rate: float, seed
         decay_fractions=tuple(setup["decay_fractions"]),
         steps_per_closure=setup["steps_per_call"],
     )
-    if not synchronous and setup.get("async_momentum") is not None:
+    if momentum is not None:
+        config.momentum = momentum
+    elif not synchronous and setup.get("async_momentum") is not None:
         config.momentum = setup["async_momentum"]  # the ablation: async momentum on its own
     if method == "sync_large":
         config.batch_size *= c
@@ -138,14 +169,22 @@ def warmed_up_phases(config, c: int, warmup_fraction: float, pieces: int = 5) ->
     return ramp + [p for p in rest if p.stop > p.start]
 
 
-def run_one(workload: tuple, setup: dict, method: str, c: int, rate: float, seed: int) -> dict:
+def run_one(
+    workload: tuple,
+    setup: dict,
+    method: str,
+    c: int,
+    rate: float,
+    seed: int,
+    momentum: float | None = None,
+) -> dict:
     """One training run; its result dict (``async_experiment`` / ``PhasedTrainer.run``)."""
     import keras
     import tensorflow as tf
 
     from trainers import async_experiment, async_partitioned, models
 
-    config = _config(workload, setup, method, c, rate, seed)
+    config = _config(workload, setup, method, c, rate, seed, momentum)
     if method != "sync_large":
         result = async_experiment.train_and_evaluate(config, None)
     else:
@@ -156,7 +195,9 @@ def run_one(workload: tuple, setup: dict, method: str, c: int, rate: float, seed
             shape = data.train_arrays.inputs.shape[1:]
             return models.build_model(config.model, shape, data.num_classes)
 
-        trainer = async_partitioned.SynchronousTrainer(tf.distribute.get_strategy(), model_fn)
+        trainer = async_partitioned.SynchronousTrainer(
+            tf.distribute.get_strategy(), model_fn, momentum=config.momentum
+        )
         result = trainer.run(
             async_experiment.train_dataset_fn(data, seed=seed, num_workers=1),
             warmed_up_phases(config, c, setup["warmup_fraction"]),
@@ -168,7 +209,8 @@ def run_one(workload: tuple, setup: dict, method: str, c: int, rate: float, seed
     steady = history[-1]["train_seconds"] - history[0]["train_seconds"]
     kept = ("final_accuracy", "train_seconds", "block_updates", "staleness_mean", "staleness_max")
     return {
-        "method": method, "num_workers": c, "learning_rate": rate, "seed": seed,
+        "method": method, "num_workers": c, "learning_rate": rate,
+        "momentum": float(config.momentum), "seed": seed,
         **{key: result.get(key, 0) for key in kept},
         "history": [{k: h[k] for k in ("step", "train_seconds", "accuracy")} for h in history],
         # After the first evaluation: the pipeline's start-up excluded.
@@ -176,26 +218,35 @@ def run_one(workload: tuple, setup: dict, method: str, c: int, rate: float, seed
     }  # fmt: skip
 
 
-def tune_and_run(name: str, workload: tuple, setup: dict) -> tuple[dict, list[dict]]:
-    """Best learning rate per (method, c) on the tuning seed, then the seeds at it."""
-    best, runs = {}, []
+def tune_and_run(
+    name: str, workload: tuple, setup: dict
+) -> tuple[dict, dict, list[dict], list[dict]]:
+    """Best (momentum, learning rate) per (method, c) on the tuning seed (``tuning_grid``), then
+    the seeds at it. Returns the best rates, the best momenta, the runs and the tuning trials."""
+    best, best_momenta, runs, tuning = {}, {}, [], []
     for method, c in methods(setup["worker_counts"]):
         key = f"{method}_c{c}"
-        rates = setup["learning_rates"]
-        if len(rates) > 1:
-            trials = [run_one(workload, setup, method, c, r, setup["tuning_seed"]) for r in rates]
-            best[key] = max(trials, key=lambda t: t["final_accuracy"])["learning_rate"]
-            print(f"{name} {key}: tuned lr {best[key]}", flush=True)
+        grid = tuning_grid(setup, method)
+        if len(grid) > 1:
+            trials = [
+                run_one(workload, setup, method, c, r, setup["tuning_seed"], m) for m, r in grid
+            ]
+            kept = ("method", "num_workers", "momentum", "learning_rate", "final_accuracy")
+            tuning += [{k: t[k] for k in kept} for t in trials]
+            won = max(trials, key=lambda t: t["final_accuracy"])
+            momentum, rate = won["momentum"], won["learning_rate"]
+            print(f"{name} {key}: tuned lr {rate} momentum {momentum}", flush=True)
         else:
-            best[key] = rates[0]
+            ((momentum, rate),) = grid
+        best[key], best_momenta[key] = rate, momentum
         for seed in setup["seeds"]:
-            runs.append(run_one(workload, setup, method, c, best[key], seed))
+            runs.append(run_one(workload, setup, method, c, rate, seed, momentum))
             print(
                 f"{name} {key} seed {seed}: {runs[-1]['final_accuracy']:.3f} in "
                 f"{runs[-1]['train_seconds']:.1f} s",
                 flush=True,
             )
-    return best, runs
+    return best, best_momenta, runs, tuning
 
 
 def measure_step_times(workload: tuple, setup: dict, c: int = 2) -> dict:
@@ -282,6 +333,7 @@ def summarise(runs: list[dict]) -> list[dict]:
                 "method": method,
                 "num_workers": c,
                 "learning_rate": group[0]["learning_rate"],
+                "momentum": group[0].get("momentum"),
                 "seeds": len(group),
                 "reached_target": len(reached),
                 "median_seconds_to_target": (
@@ -339,13 +391,13 @@ def markdown_table(name: str, rows: list[dict]) -> str:
     lines = [
         f"**{name}**",
         "",
-        "| method | c | lr | reached | median s to target | speed-up vs best sync "
+        "| method | c | lr / momentum | reached | median s to target | speed-up vs best sync "
         "| acc − sync (pts) | updates/s | staleness mean / max |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['method']} | {r['num_workers']} | {r['learning_rate']} "
+            f"| {r['method']} | {r['num_workers']} | {r['learning_rate']} / {r.get('momentum')} "
             f"| {r['reached_target']}/{r['seeds']} | {show(r['median_seconds_to_target'], 1)} "
             f"| {show(r['median_speedup_vs_best_sync'])} "
             f"| {show(r['mean_accuracy_gap_points'], 1)} "
@@ -385,6 +437,15 @@ def plot(result: dict, path: str) -> None:
     plt.close(figure)
 
 
+def _commit() -> str | None:
+    import subprocess
+
+    completed = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return completed.stdout.strip() or None
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="~30 s smoke run (tested)")
@@ -393,6 +454,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker-counts", help="comma-separated c, e.g. 1,2 (default 1,2,4)")
     parser.add_argument(
         "--async-momentum", type=float, help="momentum of the async methods only (default: sync's)"
+    )
+    parser.add_argument(
+        "--async-learning-rates",
+        help="comma-separated rates of the async methods' grid (default: learning_rates); the "
+        "sync baselines then tune over both grids",
     )
     args = parser.parse_args(argv)  # an unknown or misspelt option is an error, not ignored
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -410,18 +476,29 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker_counts:
         setup["worker_counts"] = [int(c) for c in args.worker_counts.split(",")]
     setup["async_momentum"] = args.async_momentum
+    if args.async_learning_rates:
+        setup["async_learning_rates"] = [float(r) for r in args.async_learning_rates.split(",")]
     began = time.perf_counter()
-    result = {"headline": {}, "settings": setup, "workloads": {}}
+    result = {
+        "headline": {},
+        "command": "python benchmarks/async_shared_memory.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "commit": _commit(),
+        "settings": setup,
+        "workloads": {},
+    }
     for index, (name, workload) in enumerate(setup["workloads"].items()):
         step_times = measure_step_times(workload, setup)
-        best, runs = tune_and_run(name, workload, setup)
+        best, best_momenta, runs, tuning = tune_and_run(name, workload, setup)
         rows = summarise(runs)
         result["headline"].update(headline(rows, step_times, "" if index == 0 else f"{name}_"))
         result["workloads"][name] = {
             "best_learning_rates": best,
+            "best_momenta": best_momenta,
             "step_times": step_times,
             "summary": rows,
             "runs": runs,
+            "tuning_runs": tuning,
         }
         print(markdown_table(name, rows), flush=True)
     machine = (os.cpu_count(), os.getloadavg(), platform.platform(), platform.python_version())

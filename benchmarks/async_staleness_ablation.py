@@ -3,6 +3,7 @@ r"""Where asynchronous accuracy goes: staleness without threads, threads, and PA
     python benchmarks/async_staleness_ablation.py          # results/async_staleness_ablation.json
     python benchmarks/async_staleness_ablation.py --quick  # seconds (tested)
     python benchmarks/async_staleness_ablation.py --variants=delayed,concurrent_assm
+    python benchmarks/async_staleness_ablation.py --momentum=0 --rates=0.1,0.2,0.5  # low momentum
 
 The MNIST-1D CNN of ``configs/passm.py`` (``num_steps`` updates, batch 32, momentum 0.9, decays
 ×0.1 at 50% and 75%), c = 2, each variant at every rate of the grid on the seeds given. The
@@ -20,6 +21,10 @@ input of worker w is ``async_experiment.train_dataset_fn(...)(w)``, exactly the 
   backend (`trainers.passm.SharedMemoryTrainer`), c threads, as the study runs it.
 - ``concurrent_passm_plus_reset``: the same, every momentum buffer zeroed at each phase switch
   (ASSM ↔ PASSM), which separates the switch from the method.
+
+``--momentum`` sets every variant's momentum (default the config's 0.9): with a gradient one
+update stale, heavy-ball momentum is stable only for an effective step η/(1 − m) below ~1/h, so
+a low-momentum grid keeps η/(1 − m) (m = 0 at 10× the rates) rather than η.
 
 The headline is each variant's mean final accuracy at its best rate minus ``sequential``'s, in
 points (null for a variant not run).
@@ -59,6 +64,8 @@ def _config(setup: dict, seed: int):
     spec.loader.exec_module(module)
     config = module.get_config("")
     config.update(seed=seed, num_steps=setup["num_steps"], num_workers=setup["workers"])
+    if setup.get("momentum") is not None:
+        config.momentum = setup["momentum"]
     return config
 
 
@@ -194,7 +201,8 @@ def run(setup: dict, variant: str, rate: float, seed: int) -> dict:
     train = train_concurrent if variant.startswith("concurrent") else train_sequential
     began = time.perf_counter()
     result = train(setup, variant, rate, seed)
-    return {"variant": variant, "rate": rate, "seed": seed, **result,
+    momentum = _config(setup, seed).momentum
+    return {"variant": variant, "momentum": momentum, "rate": rate, "seed": seed, **result,
             "seconds": time.perf_counter() - began}  # fmt: skip
 
 
@@ -231,6 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variants", help=f"comma-separated subset of {VARIANTS}")
     parser.add_argument("--rates", help="comma-separated learning rates (default 0.02,0.05)")
     parser.add_argument("--seeds", help="comma-separated seeds (default 0,1)")
+    parser.add_argument("--momentum", type=float, help="every variant's momentum (default 0.9)")
     parser.add_argument("--output", help="JSON path (default results/async_staleness_ablation)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -243,6 +252,8 @@ def main(argv: list[str] | None = None) -> None:
         setup["rates"] = [float(r) for r in args.rates.split(",")]
     if args.seeds:
         setup["seeds"] = [int(s) for s in args.seeds.split(",")]
+    if args.momentum is not None:
+        setup["momentum"] = args.momentum
     variants = args.variants.split(",") if args.variants else list(VARIANTS)
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:

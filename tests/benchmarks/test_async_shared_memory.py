@@ -23,6 +23,8 @@ def quick(run_quick_benchmark):
 def test_quick_run_writes_the_headline_first_with_every_key(quick):
     path, result = quick
     assert next(iter(result)) == "headline" and set(result["headline"]) == HEADLINE
+    assert result["command"].startswith("python benchmarks/async_shared_memory.py --quick")
+    assert result["commit"]
     assert all(v is None or type(v) is float for v in result["headline"].values())
     # Quick runs c = 1, 2 only: the c = 4 figure has no run behind it.
     assert result["headline"]["passm_plus_shared_speedup_c4"] is None
@@ -141,3 +143,18 @@ def test_the_staleness_fit_recovers_its_cost(load_benchmark):
     points = {c: 1 / (1 + kappa * (c - 1)) for c in (2, 4)}
     assert fit(points) == pytest.approx(kappa)
     assert fit({2: None}) == 0.0  # no point reached the target: no fit
+
+
+def test_an_async_grid_of_its_own_leaves_the_sync_baselines_tuned_over_both(load_benchmark):
+    bench = load_benchmark("async_shared_memory")
+    setup = {**bench.FULL, "async_momentum": 0.0, "async_learning_rates": [0.1, 0.5]}
+    assert bench.tuning_grid(setup, "passm_plus") == [(0.0, 0.1), (0.0, 0.5)]
+    union = [(None, 0.01), (None, 0.02), (None, 0.05), (0.0, 0.1), (0.0, 0.5)]
+    assert bench.tuning_grid(setup, "sync") == bench.tuning_grid(setup, "sync_large") == union
+    # Without an async grid, every method tunes the config's momentum over the same rates.
+    assert bench.tuning_grid(bench.FULL, "assm") == bench.tuning_grid(bench.FULL, "sync")
+    workload = bench.FULL["workloads"]["mnist1d_cnn"]
+    sync = bench._config(workload, setup, "sync", 1, 0.1, 0, momentum=0.0)
+    default_sync = bench._config(workload, setup, "sync", 1, 0.05, 0)
+    passm = bench._config(workload, setup, "passm", 2, 0.1, 0)  # the async momentum
+    assert (sync.momentum, default_sync.momentum, passm.momentum) == (0.0, 0.9, 0.0)

@@ -65,3 +65,9 @@ def test_a_delayed_step_applies_the_gradient_of_one_update_ago(load_benchmark):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         for got, want in zip(shadow.get_weights(), previous, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_momentum_sets_every_variant_s_momentum(load_benchmark):
+    bench = load_benchmark("async_staleness_ablation")
+    assert bench._config(bench.FULL, 0).momentum == 0.9  # the config's
+    assert bench._config({**bench.FULL, "momentum": 0.0}, 0).momentum == 0.0
