@@ -111,8 +111,8 @@ class Context:
 
     Attributes:
       config: the resolved run config (``trainers.config``).
-      stage_seed: ``stage_seed(name)`` is the seed the pipeline gives stage ``name`` (``"echo"``
-        ...), so a technique's stage draws the stream the pipeline's own stage would.
+      stage_seed: ``stage_seed(name)`` is the run's seed for stage ``name`` (``"echo"``, ...):
+        one independent stream per stage of one seed (``pipelines.stage_seed``).
       num_input_pipelines: input pipelines (workers/hosts) the train set is built for.
       examples: loads the train split by id (``ExamplesById``); called only when needed.
       num_examples: the number of train examples (ids are 0 .. num_examples - 1).
