@@ -415,13 +415,11 @@ def figures(summary: dict, by: str = "paired") -> dict:
             )
             for unit, key in HEADLINE_UNITS.items():
                 value, reference = entry[f"{key}_to_target"], base[f"{key}_to_target"]
-                ok = complete and value is not None and bool(reference)
-                figure = (
-                    entry[f"{key}_paired_vs_shuffle"]
-                    if by == "paired"
-                    else value / (reference or 1.0)
-                )
-                result[f"{prefix}{method}_{unit}_vs_shuffle"] = figure if ok else None
+                figure = None
+                if complete and value is not None and reference:
+                    paired = entry[f"{key}_paired_vs_shuffle"]
+                    figure = paired if by == "paired" else value / reference
+                result[f"{prefix}{method}_{unit}_vs_shuffle"] = figure
     return result
 
 
