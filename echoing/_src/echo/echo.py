@@ -94,9 +94,11 @@ def echo(
         ``tf.Variable`` is read live, so a controller (``echoing.AutoEcho``) can move the factor
         while the dataset runs: for batches (elements out of ``batch()`` and its kin, or whose
         components share a leading dimension) once per element, so that a new factor applies
-        from the next batch (training step); for examples once per internal group of up to 256
-        (64 on the per-element path), a parallel copying map computing a few groups ahead. A
-        value outside ``(0, MAX_FACTOR]`` (or NaN) stops iteration with an error.
+        from the next batch (training step) that echo puts out (a ``prefetch`` after echo still
+        runs ahead by its buffer; echo turns off the one tf.data would inject, see
+        ``inject_prefetch``); for examples once per internal group of up to 256 (64 on the
+        per-element path), a parallel copying map computing a few groups ahead. A value outside
+        ``(0, MAX_FACTOR]`` (or NaN) stops iteration with an error.
       buffer_size: if given, shuffle the echoed elements with a buffer of this many elements.
         Without it (or a ``shuffle`` of your own) an element's copies come out together, and a
         ``batch()`` right after puts them in the same batch; ``AutoEchoCallback.stamp`` and the
@@ -198,8 +200,9 @@ def _echo(dataset, factor, seed: int | None, name: str | None, implementation: s
     else:
         if per_batch:
             # One read per batch: a few scalar ops next to a batch's worth of upstream work. The
-            # read and its range check are stateful, so tf.data runs this map in order and
-            # computes no count ahead: a new factor applies from the next batch echo takes in.
+            # read and its range check are stateful, so tf.data runs this map in order, and zip
+            # and flat_map pull a count only when the batch before has been put out: nothing in
+            # the stage computes a count ahead (see _no_injected_prefetch for what did).
             counts = draws.map(lambda draw: _counts(draw, factor), name=_child(name, "counts"))
         else:
             counts = _count_groups(draws, factor, _PER_ELEMENT_COUNT_GROUP, name).unbatch(
@@ -209,7 +212,29 @@ def _echo(dataset, factor, seed: int | None, name: str | None, implementation: s
             lambda x, count: tf.data.Dataset.from_tensors(_counted(x, meters, count)).repeat(count),
             name=_child(name, "flat_map"),
         )
+        if per_batch:
+            echoed = _no_injected_prefetch(echoed)
     return _keep_cardinality(echoed, dataset, factor)
+
+
+def _no_injected_prefetch(echoed: tf.data.Dataset) -> tf.data.Dataset:
+    """``echoed`` with tf.data's ``inject_prefetch`` rewrite turned off for its pipeline.
+
+    With autotuning on (the default), tf.data appends ``prefetch(AUTOTUNE)`` to a pipeline whose
+    last stage is not a prefetch, e.g. when the per-batch echo stage is last. Its thread pulls
+    outputs, and so reads the live factor for later batches, before they are asked for, and its
+    autotuner grows the buffer while the consumer waits: 1-5 batches passed at the old factor
+    after an update on a loaded 2-core machine, 2-8 in every run when the consumer paused 50 ms
+    (a training step) before the update; none in any run with the rewrite off. Appending a
+    small prefetch of our own would not bound it: ``autotune_buffer_sizes`` rewrites
+    ``prefetch(k)`` to ``prefetch(AUTOTUNE)`` with k as its minimum. Options reach the whole
+    pipeline (a later ``with_options`` setting ``inject_prefetch`` wins); a prefetch written
+    after echo, as ``fit`` and the trainer use, still runs ahead by its buffer. Only the
+    per-batch path turns the rewrite off: examples keep tf.data's defaults (and their groups).
+    """
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    return echoed.with_options(options)
 
 
 def _repeat_vectorized(dataset, draws, factor, element_bytes, name, meters=None):
