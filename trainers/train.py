@@ -67,6 +67,7 @@ if "--verbose" not in sys.argv:
 from absl import app, flags
 from ml_collections import config_flags
 
+import pipelines
 from trainers import checkpointing, experiment, interrupts, run_config, strategies
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -172,6 +173,7 @@ def _main(argv: list[str]) -> None:
             "multi_worker or tpu."
         )
     else:
+        _move_echo_flags(config)
         _scale_default_warmup(config, quiet=_EVAL_ONLY.value)
         with _one_line_errors():
             if _DIAGNOSE.value:
@@ -180,6 +182,25 @@ def _main(argv: list[str]) -> None:
                 print(experiment.format_evaluation(experiment.evaluate(config, _WORKDIR.value)))
             else:
                 _run_resumably(config, _WORKDIR.value)
+
+
+def _move_echo_flags(config) -> None:
+    """``--config.data.echo*`` (echo's old place) on the command line sets echo's field over the
+    config file's, with a FutureWarning; together with the new flag it is a usage error. Here,
+    where the command line is known: ``run_config.resolve_config`` cannot tell a value the user
+    gave from one the config file set."""
+    overrides = config_flags.get_override_values(flags.FLAGS[_CONFIG.name])
+    given = [key for key in pipelines.config.MOVED_ECHO_KEYS if f"data.{key}" in overrides]
+    for key in given:
+        if key in overrides:
+            raise app.UsageError(
+                f"--config.data.{key} and --config.{key} both set echo's {key}; keep only "
+                f"--config.{key} (--config.data.{key} is its old place)."
+            )
+    if given:
+        pipelines.moved_echo_fields(config.data)  # the FutureWarning, naming the new flags
+    for key in given:
+        config[key], config.data[key] = overrides[f"data.{key}"], None
 
 
 def _scale_default_warmup(config, *, quiet: bool) -> None:

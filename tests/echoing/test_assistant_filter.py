@@ -193,3 +193,17 @@ def test_a_filter_after_batch_is_refused_with_the_fix():
     batches = _source().batch(8)
     with pytest.raises(ValueError, match=r"looks batched\. Apply the filter before batch\(\)"):
         batches.apply(assistant_filter(Assistant(2, input_shape=(4,))))
+
+
+def test_float_labels_are_refused_not_read_as_the_class_below():
+    source = _source(16).map(lambda e: {**e, "label": tf.cast(e["label"], tf.float32) + 0.7})
+    with pytest.raises(TypeError, match=r"labels under 'label' must be integer class ids, got"):
+        source.apply(assistant_filter(Assistant(2, input_shape=(4,))))
+
+
+def test_an_example_whose_score_is_nan_is_kept_not_dropped_unseen():
+    # NaN inputs make the Assistant's score NaN; NaN < keep_prob is false, which would drop the
+    # example at every keep probability: it counts as hard instead, and reaches the model.
+    nan = _source(100).map(lambda e: {**e, "inputs": e["inputs"] * float("nan")})
+    kept = list(nan.apply(assistant_filter(Assistant(2, input_shape=(4,)), base_prob=0.1, seed=0)))
+    assert len(kept) == 100

@@ -128,6 +128,12 @@ _PAIRS = tf.data.Dataset.from_tensor_slices((X, Y))
             r"made by BatchDataset, which would give one id per batch.*with_ids\(dataset\)\.batch",
         ),
         (_PAIRS.padded_batch(2), {}, ValueError, r"made by PaddedBatchDataset"),
+        (
+            _PAIRS.shuffle(4).prefetch(1),
+            {},
+            ValueError,
+            r"shuffled anew every epoch .* another id each epoch.*with_ids\(dataset\)\.shuffle",
+        ),
         (_PAIRS, {"start": -1}, ValueError, r"with_ids\(start=-1\).*>= 0"),
         (_PAIRS, {"start": 1.0}, TypeError, r"with_ids\(start=1.0\): expected a Python int"),
         (_PAIRS, {"start": True}, TypeError, r"with_ids\(start=True\)"),
@@ -144,3 +150,9 @@ _PAIRS = tf.data.Dataset.from_tensor_slices((X, Y))
 def test_what_cannot_be_given_ids_is_refused_with_the_fix(dataset, kwargs, error, match):
     with pytest.raises(error, match=match):
         echoing.with_ids(dataset, **kwargs)
+
+
+def test_a_shuffle_in_the_same_order_every_epoch_keeps_ids_and_is_accepted():
+    fixed = _PAIRS.shuffle(4, seed=0, reshuffle_each_iteration=False)
+    epochs = [[int(e["id"]) for e in echoing.with_ids(fixed)] for _ in range(2)]
+    assert epochs[0] == epochs[1]

@@ -259,3 +259,14 @@ def test_statistics(updates, step, expected):
     _run_updates(table, updates, in_function=False)
     statistics = {key: float(value) for key, value in table.statistics(step).items()}
     assert statistics == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("in_function", [False, True])
+def test_float_ids_are_refused_not_truncated(in_function):
+    table = PriorityTable(4)
+
+    def update():
+        return table.update(tf.constant([1.7, 2.2]), tf.constant([1.0, 2.0]), step=0)
+
+    with pytest.raises(TypeError, match=r"PriorityTable.update: ids must be integers, got dtype"):
+        tf.function(update)() if in_function else update()

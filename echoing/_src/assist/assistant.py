@@ -166,9 +166,14 @@ def check_feature_selector(features: FeatureSelector, caller: str) -> None:
 
 
 def score(assistant: keras.Model, features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-    """Runs any Assistant on a batch and returns ``[B]`` float32 scores clipped to ``[0, 1]``."""
+    """Runs any Assistant on a batch and returns ``[B]`` float32 scores clipped to ``[0, 1]``.
+
+    A NaN or infinite score (inputs holding NaN, an Assistant diverged) counts as hard (1): the
+    example is kept, so corrupt data reaches the model, whose loss shows it, instead of being
+    dropped unseen (NaN compares false, which would drop it at every keep probability)."""
     scores = assistant((features, labels))
     scores = tf.reshape(tf.cast(scores, tf.float32), [tf.shape(labels)[0]])
+    scores = tf.where(tf.math.is_finite(scores), scores, tf.ones_like(scores))
     return tf.clip_by_value(scores, 0.0, 1.0)
 
 

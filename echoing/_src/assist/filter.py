@@ -101,6 +101,13 @@ class AssistantFilter:
                 "one dense tensor per element; pass features= a key or function returning one."
             )
         label_dtype = tf.int32 if self.label_key is None else spec[self.label_key].dtype
+        if not label_dtype.is_integer:
+            raise TypeError(
+                f"assistant_filter: the labels under {self.label_key!r} must be integer class "
+                f"ids, got dtype {label_dtype.name} (a cast would read 1.7 as class 1); cast "
+                f"them first, e.g. dataset.map(lambda e: {{**e, {self.label_key!r}: "
+                f"tf.cast(e[{self.label_key!r}], tf.int64)}})."
+            )
         ensure_built(self.assistant, feature_spec, label_dtype)
 
     def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:

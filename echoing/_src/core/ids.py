@@ -115,6 +115,23 @@ def with_ids(
     return dataset.enumerate(start=start).map(to_dict)
 
 
+def integer_ids(ids, caller: str) -> tf.Tensor:
+    """``ids`` as a flat int64 tensor; a TypeError names ``caller`` when they are not integers
+    (a cast would truncate 1.7 to 1, another example's id).
+
+    Example::
+
+        integer_ids([3, 1], "LossTable.update")  # int64 [2]
+    """
+    ids = tf.convert_to_tensor(ids)
+    if not ids.dtype.is_integer:
+        raise TypeError(
+            f"{caller}: ids must be integers, got dtype {ids.dtype.name}; pass the examples' "
+            "int ids (the pipelines' 'id' field, echoing.with_ids), not floats."
+        )
+    return tf.reshape(tf.cast(ids, tf.int64), [-1])
+
+
 def _check_keys_and_start(inputs_key, label_key, id_key, start) -> None:
     keys = {"inputs_key": inputs_key, "label_key": label_key, "id_key": id_key}
     for name, key in keys.items():
@@ -162,21 +179,41 @@ def _check_elements(dataset, inputs_key, label_key, id_key):
             f"with_ids needs an unbatched dataset, got one made by {batch}, which would give "
             "one id per batch; add ids first and batch after: with_ids(dataset).batch(n)."
         )
+    if _reshuffled(dataset):
+        raise ValueError(
+            "with_ids numbers elements in the order they arrive, and this dataset is shuffled "
+            "anew every epoch (shuffle() with reshuffle_each_iteration=True), so an example "
+            "would get another id each epoch and its losses would be recorded as another "
+            "example's; add ids first and shuffle after: with_ids(dataset).shuffle(n)."
+        )
+
+
+def _upstream(dataset: tf.data.Dataset):
+    """``dataset`` and the stages before it while they keep its elements (prefetch, shuffle,
+    repeat, …, by tf.data's class names); a ``map`` or an ``unbatch`` ends the walk: best
+    effort, not a proof."""
+    for _ in range(16):
+        yield dataset
+        if type(dataset).__name__.lstrip("_") not in _SAME_ELEMENTS:
+            return
+        dataset = getattr(dataset, "_input_dataset", None)
+        if not isinstance(dataset, tf.data.Dataset):
+            return
 
 
 def _batched_by(dataset: tf.data.Dataset) -> str | None:
-    """The batching transformation that made ``dataset``'s elements, if it is in plain sight.
-
-    Looks through element-preserving stages (prefetch, shuffle, repeat, …) by tf.data's class
-    names; anything else (a ``map``, an ``unbatch``) ends the search: best effort, not a proof.
-    """
-    for _ in range(16):
-        name = type(dataset).__name__.lstrip("_")
+    """The batching transformation that made ``dataset``'s elements, if it is in plain sight."""
+    for stage in _upstream(dataset):
+        name = type(stage).__name__.lstrip("_")
         if name in _BATCHES:
             return name
-        if name not in _SAME_ELEMENTS:
-            return None
-        dataset = getattr(dataset, "_input_dataset", None)
-        if not isinstance(dataset, tf.data.Dataset):
-            return None
     return None
+
+
+def _reshuffled(dataset: tf.data.Dataset) -> bool:
+    """Whether a shuffle that reorders every epoch is in plain sight before ``dataset``."""
+    return any(
+        type(stage).__name__.lstrip("_") == "ShuffleDataset"
+        and getattr(stage, "_reshuffle_each_iteration", True) is not False
+        for stage in _upstream(dataset)
+    )

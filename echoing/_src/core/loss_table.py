@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from echoing._src.core.checks import is_int
+from echoing._src.core.ids import integer_ids
 
 
 def _host_variable(initial_value, name: str) -> tf.Variable:
@@ -72,13 +73,7 @@ class LossTable(tf.Module):
           ValueError: ids and losses of different sizes, or an id outside ``[0, num_examples)``
             (eagerly; inside a ``tf.function`` the same checks raise InvalidArgumentError).
         """
-        ids = tf.convert_to_tensor(ids)
-        if not ids.dtype.is_integer:  # a cast would truncate 1.7 to 1, another example's id
-            raise TypeError(
-                f"LossTable.update: ids must be integers, got dtype {ids.dtype.name}; pass the "
-                "examples' int ids (the pipelines' 'id' field, echoing.with_ids), not floats."
-            )
-        ids = tf.reshape(tf.cast(ids, tf.int64), [-1])
+        ids = integer_ids(ids, "LossTable.update")
         losses = tf.reshape(tf.cast(tf.convert_to_tensor(losses), tf.float32), [-1])
         if tf.executing_eagerly():
             self._check_eagerly(ids.numpy(), losses.shape[0])

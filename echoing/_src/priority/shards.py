@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from echoing._src.core.checks import in_interval, is_int
+from echoing._src.core.ids import integer_ids
 from echoing._src.priority.table import PriorityTable, check_ids, table_statistics
 
 
@@ -103,7 +104,7 @@ class ShardedPriorityTable(tf.Module):
           ValueError: (eager) an id outside ``[0, N)`` (named with ``N``) or a length mismatch.
           tf.errors.InvalidArgumentError: the same checks inside a ``tf.function``.
         """
-        ids = tf.reshape(tf.cast(ids, tf.int64), [-1])
+        ids = integer_ids(ids, "ShardedPriorityTable.update")
         priorities = tf.reshape(tf.cast(priorities, tf.float32), [-1])
         ids = check_ids(ids, priorities, self.num_examples)
         owner = tf.cast(ids % self.num_shards, tf.int32)

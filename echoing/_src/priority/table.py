@@ -44,6 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from echoing._src.core.checks import in_interval, is_int, is_real
+from echoing._src.core.ids import integer_ids
 
 # ``measured_step`` of an example that has never been measured.
 NEVER_MEASURED = -1
@@ -164,7 +165,7 @@ class PriorityTable(tf.Module):
           ValueError: (eager) an id is outside ``[0, N)``, or ids and priorities differ in length.
           tf.errors.InvalidArgumentError: the same checks inside a ``tf.function``.
         """
-        ids = tf.reshape(tf.cast(ids, tf.int64), [-1])
+        ids = integer_ids(ids, "PriorityTable.update")
         priorities = tf.reshape(tf.cast(priorities, tf.float32), [-1])
         step = tf.cast(step, tf.int64)
         ids = check_ids(ids, priorities, self.num_examples)
