@@ -186,6 +186,23 @@ ROWS = {
         ValueError,
         r"looks batched\. Apply the filter before batch\(\)",
     ),
+    "filter features of another width than the Assistant": (
+        lambda _: _examples().apply(
+            echoing.assistant_filter(echoing.Assistant(2, input_shape=(5,)))
+        ),
+        ValueError,
+        r"element\['inputs'\] has shape \(4,\) per example, but the Assistant scores features "
+        r"of shape \(5,\)",
+    ),
+    "filter labels outside num_classes (in the graph)": (
+        lambda _: list(
+            _examples()
+            .map(lambda e: {**e, "label": e["label"] + 2})
+            .apply(echoing.assistant_filter(echoing.Assistant(2, input_shape=(4,))))
+        ),
+        tf.errors.InvalidArgumentError,
+        r"labels under .+label.+ must be class ids in \[0, 2\) for an Assistant of num_classes=2",
+    ),
     "learner features of another width": (
         lambda _: _learner_push([2, 5], [0, 1], [1.0, 2.0]),
         ValueError,

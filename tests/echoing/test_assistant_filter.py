@@ -207,3 +207,30 @@ def test_an_example_whose_score_is_nan_is_kept_not_dropped_unseen():
     nan = _source(100).map(lambda e: {**e, "inputs": e["inputs"] * float("nan")})
     kept = list(nan.apply(assistant_filter(Assistant(2, input_shape=(4,)), base_prob=0.1, seed=0)))
     assert len(kept) == 100
+
+
+def test_labels_outside_num_classes_name_the_label_key_and_num_classes():
+    source = _source(16).map(lambda e: {**e, "label": e["label"] + 10})
+    filtered = source.apply(assistant_filter(Assistant(10, input_shape=(4,)), seed=0))
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"labels under .+label.+ must be class ids in \[0, 10\) for an Assistant of "
+        r"num_classes=10",
+    ):
+        list(filtered)
+
+
+def test_negative_labels_are_refused_in_the_graph():
+    source = _source(16).map(lambda e: {**e, "label": e["label"] - 1})
+    filtered = source.apply(assistant_filter(Assistant(2, input_shape=(4,)), seed=0))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"class ids in \[0, 2\)"):
+        list(filtered)
+
+
+def test_features_of_another_shape_than_the_assistant_are_refused_at_apply():
+    with pytest.raises(
+        ValueError,
+        match=r"element\['inputs'\] has shape \(20,\) per example, but the Assistant scores "
+        r"features of shape \(40,\).*input_shape=\(20,\)",
+    ):
+        _source(16, width=20).apply(assistant_filter(Assistant(2, input_shape=(40,))))

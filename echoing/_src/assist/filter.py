@@ -108,6 +108,7 @@ class AssistantFilter:
                 f"them first, e.g. dataset.map(lambda e: {{**e, {self.label_key!r}: "
                 f"tf.cast(e[{self.label_key!r}], tf.int64)}})."
             )
+        _require_feature_shape(self.assistant, feature_spec, self.features)
         ensure_built(self.assistant, feature_spec, label_dtype)
 
     def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
@@ -120,7 +121,9 @@ class AssistantFilter:
 
         def keep_probability(batch, random):
             selected = select_features(batch, features)
-            g = score(assistant, selected, labels_of(batch, label_key, selected))
+            labels = labels_of(batch, label_key, selected)
+            with tf.control_dependencies(_label_range_checks(assistant, labels, label_key)):
+                g = score(assistant, selected, labels)
             keep_prob = base_prob + (1.0 - base_prob) * g
             return batch, grouping.uniform(random) < keep_prob, keep_prob
 
@@ -165,6 +168,39 @@ class AssistantFilter:
             .scan(tf.constant(0, tf.int64), count_drops, name=f"{self.name}_keep")
             .unbatch(name=f"{self.name}_unbatch")
         )
+
+
+def _require_feature_shape(assistant, feature_spec: tf.TensorSpec, features) -> None:
+    """Refuses features of another shape than a built Assistant scores (static, at apply)."""
+    expected = getattr(assistant, "_feature_shape", None)
+    if expected is None or not assistant.built:
+        return
+    if not tf.TensorShape(expected).is_compatible_with(feature_spec.shape):
+        selected = "element['inputs']" if features is None else f"features={features!r}"
+        raise ValueError(
+            f"assistant_filter: {selected} has shape {tuple(feature_spec.shape)} per example, "
+            f"but the Assistant scores features of shape {tuple(expected)} (its input_shape); "
+            f"build the Assistant with input_shape={tuple(feature_spec.shape)}, or select "
+            "features of its shape with features=... (a key or a function of the element)."
+        )
+
+
+def _label_range_checks(assistant, labels: tf.Tensor, label_key: str | None) -> list:
+    """Graph checks that labels are in ``[0, num_classes)`` of the Assistant (when it has
+    classes): out of range they would index its per-label bias ("indices[0] = 10 is not in
+    [0, 10)"), naming neither the labels nor num_classes."""
+    num_classes = getattr(assistant, "num_classes", None)
+    if label_key is None or not isinstance(num_classes, int):
+        return []
+    message = (
+        f"assistant_filter: the labels under {label_key!r} must be class ids in "
+        f"[0, {num_classes}) for an Assistant of num_classes={num_classes}; build the Assistant "
+        "with the task's number of classes, or pass label_key= the key of the class labels"
+    )
+    return [
+        tf.debugging.assert_non_negative(labels, message=message),
+        tf.debugging.assert_less(labels, tf.cast(num_classes, labels.dtype), message=message),
+    ]
 
 
 def _require_examples(spec, label_key: str) -> None:
