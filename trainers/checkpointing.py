@@ -173,10 +173,16 @@ def _first_line(error: BaseException) -> str:
     return message if len(message) <= 300 else message[:300] + "..."
 
 
-def run_manager(config, workdir: str, trainer, techniques, counts, clock):
+def run_manager(
+    config, workdir: str, trainer, techniques, counts, clock, *, train_read_in_python=False
+):
     """A manager over everything a resumed run needs (``workdir/checkpoints``: model,
     optimizer, step, meters, clock, every technique's state and, when
-    ``config.checkpoint_iterator``, the input iterator), restored from the newest checkpoint."""
+    ``config.checkpoint_iterator``, the input iterator), restored from the newest checkpoint.
+
+    ``train_read_in_python``: the train records are read by a Python generator (TFRecords with
+    ``skip_corrupt`` or on gs://), which tf.data cannot save: the iterator is left out, saying
+    so, as for a distributed iterator that cannot be saved."""
     objects = dict(
         model=trainer.model,
         optimizer=trainer.optimizer,
@@ -186,7 +192,14 @@ def run_manager(config, workdir: str, trainer, techniques, counts, clock):
     )
     for technique in techniques:
         objects.update(technique.checkpointed())
-    if config.checkpoint_iterator:
+    if config.checkpoint_iterator and train_read_in_python:
+        print(
+            "Not checkpointing the input iterator: the train records are read in Python "
+            "(skip_corrupt or gs://), which tf.data cannot save; a resumed run restarts the "
+            "input stream (model, optimizer, step and meters are still restored).",
+            file=sys.stderr,
+        )
+    elif config.checkpoint_iterator:
         if isinstance(trainer.iterator, tf.__internal__.tracking.Trackable):
             objects["iterator"] = trainer.iterator
         else:

@@ -137,7 +137,10 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
     techniques = trainer.techniques
     print(build.headline(config, techniques, workdir), file=sys.stderr)
     clock = controller.RunClock()
-    manager = checkpointing.run_manager(config, workdir, trainer, techniques, counts, clock)
+    read_in_python = any(split == "train" for split, _ in read_stats)
+    manager = checkpointing.run_manager(
+        config, workdir, trainer, techniques, counts, clock, train_read_in_python=read_in_python
+    )
     # Rows past the restored step (written before a kill) are dropped: no step is logged twice.
     start = int(trainer.step.numpy())
     with (

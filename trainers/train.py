@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shlex
 import signal
 import sys
@@ -315,5 +316,27 @@ def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) 
         print(f"tensorboard --logdir={shlex.quote(workdir)}")
 
 
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's flag parsing, with a config key that does not exist (``--config.num_step=20``) in
+    one line naming the flag and ml_collections' suggestion, instead of its traceback."""
+    try:
+        return flags.FLAGS(argv)
+    except (AttributeError, KeyError) as error:
+        text = str(error).encode().decode("unicode_escape")
+        key = re.search(r"'([^']+)'", text)
+        if key is None:
+            raise
+        given = [arg.split("=")[0] for arg in argv if arg.startswith("--config.")]
+        flag = next((arg for arg in given if arg.endswith(f".{key.group(1)}")), "--config.?")
+        suggestion = re.search(r'Did you mean "([^"]+)"', text)
+        hint = (
+            f"; did you mean {flag[: -len(key.group(1))]}{suggestion.group(1)}?"
+            if suggestion
+            else ""
+        )
+        print(f"error: {flag}: the config has no key {key.group(1)!r}{hint}", file=sys.stderr)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=parse_flags)

@@ -79,3 +79,24 @@ def test_the_summary_counts_what_training_consumed_not_the_read_ahead(
     assert summary["echo_ratio"] == echo  # exactly: 1.00 without echo
     # The pipeline's own meter also counts what its buffers read ahead.
     assert summary["fresh_examples"] > fresh
+
+
+def test_records_read_in_python_train_and_checkpoint_without_the_iterator(
+    load_config, data_dir, tmp_path, capsys
+):
+    # skip_corrupt reads TFRecords with a Python generator, which tf.data cannot save: the run
+    # checkpoints everything else and says so, instead of failing at its first checkpoint.
+    from pipelines.sources import mnist1d
+
+    config = _smoke_config(load_config, data_dir)
+    globs = mnist1d.export_tfrecords(
+        str(tmp_path / "records"), num_train=1_000, num_eval=200, data_dir=data_dir, num_shards=2
+    )
+    config.data.source, config.data.num_classes, config.data.skip_corrupt = "tfrecord", 10, True
+    config.data.train_files, config.data.eval_files = globs["train_files"], globs["eval_files"]
+    config.num_steps, config.checkpoint_every_steps = 20, 10
+    summary = experiment.run(config, str(tmp_path / "run"))
+    assert summary["step"] == 20
+    assert "Not checkpointing the input iterator: the train records are read in Python" in (
+        capsys.readouterr().err
+    )

@@ -260,3 +260,21 @@ def test_passm_config_under_a_synchronous_strategy_falls_back_with_a_message(
     )
     assert result["completed_steps"] == 16
     assert "falls back to synchronous SGD" in caplog.text
+
+
+def test_a_config_key_that_does_not_exist_is_one_line_with_the_suggestion(
+    mnist1d_config_path, monkeypatch, capsys
+):
+    argv = ["train", f"--config={mnist1d_config_path}:smoke", "--workdir=/x", "--config.num_step=2"]
+    monkeypatch.setattr(sys, "argv", argv)
+    for name in [name for name in flags.FLAGS if name.startswith("config.")]:
+        delattr(flags.FLAGS, name)
+    flags.FLAGS.unparse_flags()
+    with pytest.raises(SystemExit) as raised:
+        train.parse_flags(argv)
+    assert raised.value.code == 2
+    shown = capsys.readouterr().err.strip()
+    assert shown == (
+        "error: --config.num_step: the config has no key 'num_step'; did you mean "
+        "--config.num_steps?"
+    )
