@@ -65,6 +65,7 @@ if "--verbose" not in sys.argv:
     console.quiet_native_logs()
     console.import_tensorflow_quietly()
 
+import tensorflow as tf
 from absl import app, flags
 from ml_collections import config_flags
 
@@ -228,6 +229,35 @@ def _one_line_errors():
             raise
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
+    except tf.errors.InvalidArgumentError as error:
+        # The input pipeline's own data checks (a corrupt image, a label out of range) fail
+        # inside the graph; their message names the file or record and the fix.
+        check = data_check_message(error.message)
+        if check is None or _VERBOSE.value:
+            raise
+        print(f"error: {check}", file=sys.stderr)
+        sys.exit(1)
+
+
+def data_check_message(message: str) -> str | None:
+    """The text of one of the pipelines' data checks in a graph error's ``message`` (its
+    ``tf.debugging.Assert`` items joined), or None when the error is not one of them.
+
+    Example::
+
+        data_check_message("... assertion failed: [bad image:] [a.jpg] [- set data config x]")
+        # 'bad image: a.jpg - set data config x'
+    """
+    if "assertion failed: [" not in message:
+        return None
+    text = message.split("assertion failed: ", 1)[1].splitlines()[0].strip()
+    if not any(marker in text for marker in _DATA_CHECK_MARKERS):
+        return None
+    return " ".join(item.strip() for item in text.removeprefix("[").removesuffix("]").split("] ["))
+
+
+# Every data check of the pipelines names the data config field that fixes it.
+_DATA_CHECK_MARKERS = ("data config", "data.num_classes")
 
 
 class _Terminated(KeyboardInterrupt):

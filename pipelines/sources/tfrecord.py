@@ -249,7 +249,8 @@ def _label_checker(num_classes: int, train_files: str, eval_files: str):
             if not in_range:
                 raise ValueError(f"{message} id={int(record_id)}, label={int(label)}.")
             return tf.convert_to_tensor(label)
-        with tf.control_dependencies([tf.debugging.Assert(in_range, [message, record_id, label])]):
+        check = tf.debugging.Assert(in_range, [message, "id=", record_id, "label=", label])
+        with tf.control_dependencies([check]):
             return tf.identity(label)
 
     return check_label

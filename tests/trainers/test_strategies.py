@@ -278,3 +278,39 @@ def test_a_config_key_that_does_not_exist_is_one_line_with_the_suggestion(
         "error: --config.num_step: the config has no key 'num_step'; did you mean "
         "--config.num_steps?"
     )
+
+
+def test_a_corrupt_image_met_in_training_is_one_line_naming_the_file(
+    mnist1d_config_path, tmp_path, monkeypatch, capsys
+):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    def jpeg(seed):
+        buffer = io.BytesIO()
+        pixels = np.random.default_rng(seed).integers(0, 256, (40, 50, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(buffer, "JPEG")
+        return buffer.getvalue()
+
+    files = {f"train/{c}/{k}.jpg": jpeg(k) for c in "ab" for k in range(2)}
+    files["train/a/bad.jpg"] = b"not a jpeg at all"
+    files.update({f"test/{c}/x.jpg": jpeg(9) for c in "ab"})
+    for relative, data in files.items():
+        (tmp_path / "images" / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "images" / relative).write_bytes(data)
+    config_path = os.path.join(os.path.dirname(mnist1d_config_path), "image_folder.py")
+    argv = ["train", f"--config={config_path}:smoke", f"--workdir={tmp_path / 'run'}"]
+    argv += [f"--config.data.image_dir={tmp_path / 'images'}", "--config.data.batch_size=5"]
+    argv += ["--config.data.eval_batch_size=2", "--config.progress_bar=False"]
+    _parse(argv, monkeypatch)
+    with pytest.raises(SystemExit) as raised:
+        train.main(["train"])
+    assert raised.value.code == 1
+    shown = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"error: corrupt, truncated or not an image \(JPEG, PNG, GIF, BMP\): \S+/bad\.jpg - "
+        r"re-copy it, or set data config skip_corrupt=True .*",
+        shown,
+    ), shown
