@@ -68,6 +68,13 @@ def _fit_with_reduced_loss():
     model.fit(_examples(batched=True).map(echoing.keras.fit_inputs), verbose=0)
 
 
+def _fit_batch_dicts_unmapped():
+    """LossFeedback fit on batch dicts as they are (no ``.map(echoing.keras.fit_inputs)``)."""
+    model = _loss_feedback(observers=[echoing.LossTable(8).update])
+    model.compile("sgd")
+    model.fit(_examples(batched=True), verbose=0)
+
+
 def _traced_select_rows(batch_spec, scores_spec):
     """select_rows traced in a train step's tf.function with these static shapes."""
     select = tf.function(lambda batch, scores: echoing.select_rows(batch, scores, 2))
@@ -167,6 +174,17 @@ ROWS = {
         ValueError,
         r"LossFeedback: per_example_loss returned shape \(\) for predictions of shape "
         r"\(None, 2\).*build it with reduction=None",
+    ),
+    "LossFeedback fit on batch dicts without fit_inputs": (
+        lambda _: _fit_batch_dicts_unmapped(),
+        TypeError,
+        r"got no labels y to train on, and x = a dict with keys \['id', 'inputs', 'label'\]: "
+        r"fit was given the batch dicts themselves\. Map the batches with .*fit_inputs",
+    ),
+    "fit_inputs of an (x, y) tuple": (
+        lambda _: echoing.keras.fit_inputs((np.zeros((2, 4)), np.zeros(2))),
+        TypeError,
+        r"fit_inputs takes one batch dict .*got a tuple: \(x, y\) batches hold no example ids",
     ),
     # The Assistant, its filter and its learner.
     "Assistant num_classes 0": (

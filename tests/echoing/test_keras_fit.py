@@ -158,6 +158,29 @@ def test_inputs_without_ids_are_refused_with_the_fix():
         echoing.keras.fit_inputs({"inputs": 1, "label": 2})
 
 
+@pytest.mark.parametrize("wrapper", ["LossFeedback", "PrioritizedModel"])
+def test_batch_dicts_given_to_fit_unmapped_name_fit_inputs(wrapper):
+    # The labels sit inside x and y is None: Keras said only "None values not supported".
+    model = _model([]) if wrapper == "LossFeedback" else _prioritized(echoing.PriorityTable(N))
+    with pytest.raises(
+        TypeError,
+        match=rf"{wrapper} got no labels y to train on, and x = a dict with keys \['id', "
+        r"'inputs', 'label'\]: fit was given the batch dicts themselves\. Map the batches with "
+        r"echoing\.keras\.fit_inputs",
+    ):
+        model.fit(_source().batch(BATCH), verbose=0)
+
+
+def test_fit_inputs_refuses_x_y_batches_which_hold_no_ids():
+    x, y = np.zeros((4, 8), np.float32), np.zeros(4, np.int64)
+    match = r"fit_inputs takes one batch dict .*got {}: \(x, y\) batches hold no example ids.*"
+    with pytest.raises(TypeError, match=match.format("a tuple") + r"echoing\.with_ids"):
+        echoing.keras.fit_inputs((x, y))
+    batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)  # map passes x and y apart
+    with pytest.raises(TypeError, match=match.format("2 values")):
+        batches.map(echoing.keras.fit_inputs)
+
+
 def _scalar_loss_fit(wrapper, compiled_loss):
     net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
     reduced = keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # no reduction=None

@@ -39,7 +39,7 @@ that one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import keras
 import tensorflow as tf
@@ -117,6 +117,7 @@ class LossFeedback(_PerExampleLossModel):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if training:
             _require_ids(self, x)  # before the loss: the observers need the ids
+            _require_labels(self, x, y)
         loss = super().compute_loss(
             x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
         )
@@ -184,6 +185,27 @@ def _require_ids(owner: keras.Model, x) -> None:
         )
 
 
+def _require_labels(owner: keras.Model, x, y) -> None:
+    """Refuses a train batch without labels ``y`` (at trace time). The usual cause: batch dicts
+    ``{"inputs", "label", "id"}`` given to ``fit`` unmapped, so the labels sit inside ``x`` and
+    Keras would fail deep in the loss with "None values not supported"."""
+    if y is not None:
+        return
+    name = type(owner).__name__
+    if isinstance(x, dict) and "label" in x:
+        raise TypeError(
+            f"{name} got no labels y to train on, and x = {_describe(x)}: fit was given the "
+            "batch dicts themselves. Map the batches with echoing.keras.fit_inputs, which gives "
+            "fit x = {'inputs', 'id'} and y = the labels (and any sample weights), e.g. "
+            "model.fit(batches.map(echoing.keras.fit_inputs))."
+        )
+    raise TypeError(
+        f"{name} got no labels y to train on (x = {_describe(x)}); give fit (x, y) batches: "
+        "batch dicts {'inputs', 'label', 'id'} mapped with echoing.keras.fit_inputs, e.g. "
+        "model.fit(batches.map(echoing.keras.fit_inputs))."
+    )
+
+
 def _describe(x) -> str:
     """``x`` in a few words for an error message (not its values: they can be large)."""
     if isinstance(x, dict):
@@ -223,9 +245,19 @@ class _MeanLoss(keras.losses.Loss):
         return losses
 
 
-def fit_inputs(batch: dict) -> tuple:
+def fit_inputs(batch: dict, *more) -> tuple:
     """A batch dict ``{"inputs", "label", "id"[, "sample_weight"]}`` as ``fit``'s
-    ``(x, y[, sample_weight])`` with ``x = {"inputs", "id"}``, for ``Dataset.map``."""
+    ``(x, y[, sample_weight])`` with ``x = {"inputs", "id"}``, for ``Dataset.map``.
+
+    ``(x, y)`` batches (which ``Dataset.map`` passes as two arguments) are refused: they hold no
+    example ids; give the elements ids first with ``echoing.with_ids``."""
+    if more or not isinstance(batch, Mapping):
+        got = f"{1 + len(more)} values" if more else _describe(batch)
+        raise TypeError(
+            f"fit_inputs takes one batch dict {{'inputs', 'label', 'id'}}, got {got}: (x, y) "
+            "batches hold no example ids. Give the elements ids first, then batch and map: "
+            "echoing.with_ids(dataset).batch(32).map(echoing.keras.fit_inputs)."
+        )
     missing = [key for key in ("inputs", "label", "id") if key not in batch]
     if missing:
         raise KeyError(

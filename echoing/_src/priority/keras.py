@@ -11,6 +11,8 @@ from echoing._src.core.keras_feedback import (
     _model_inputs,
     _per_example_losses,
     _PerExampleLossModel,
+    _require_ids,
+    _require_labels,
 )
 from echoing._src.priority.feedback import PriorityFeedback
 
@@ -90,6 +92,8 @@ class PrioritizedModel(_PerExampleLossModel):
 
     def train_step(self, data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        _require_ids(self, x)
+        _require_labels(self, x, y)
         predictions = []
 
         def per_example_losses():
