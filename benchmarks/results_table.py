@@ -7,11 +7,11 @@ Example::
 
 Every figure in the table is read from a ``benchmarks/results/*.json`` file; none is typed here.
 ``ROWS`` is the data: for each technique and situation, the results file that is current for its
-study (BENCHMARKS.md says which run supersedes which), the figures it reads (paths into that
-file, mostly ``("headline", key)``), where the spread across seeds comes from, and the text
-around the figures. ``COMMANDS`` names the command that wrote each file, as BENCHMARKS.md gives
-it. A path that no longer resolves (a renamed headline key, a moved file, a renamed heading)
-stops the script with a ``RowError`` naming the file and the key;
+study (its write-up in ``docs/studies/`` says which run supersedes which), the figures it reads
+(paths into that file, mostly ``("headline", key)``), where the spread across seeds comes from,
+and the text around the figures. ``COMMANDS`` names the command that wrote each file, as the
+write-up gives it. A path that no longer resolves (a renamed headline key, a moved file, a
+renamed write-up or heading) stops the script with a ``RowError`` naming the file and the key;
 ``tests/benchmarks/test_results_table.py`` checks every row and that RESULTS.md is current.
 """
 
@@ -25,12 +25,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-BENCHMARKS = ROOT / "BENCHMARKS.md"
+STUDIES = ROOT / "docs" / "studies"
 OUTPUT = ROOT / "RESULTS.md"
 
 
 class RowError(LookupError):
-    """A row reads a figure its results file does not hold, or links a heading that is gone."""
+    """A row reads a figure its results file does not hold, or links a write-up that is gone."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +65,9 @@ class Row:
     ``figure`` is the headline key of the row's speed-up. When it is a number the speed-up cell
     is ``reached``; when it is null the cell is "not reached; " and then ``unreached``.
     ``values`` maps every other field to a path into ``source`` (a path whose first element ends
-    in ``.json`` reads that results file instead), a ``Paired`` or a ``Span``. ``study`` is a
-    fragment of the BENCHMARKS.md heading the row links to.
+    in ``.json`` reads that results file instead), a ``Paired`` or a ``Span``. ``study`` is the
+    row's write-up in ``docs/studies/``, optionally ``#`` and a fragment of the heading in it
+    that the row links to.
     """
 
     source: str
@@ -116,7 +117,7 @@ _PGD_DIGITS_EARLY = (
 ROWS: tuple[Row, ...] = (
     Row(
         source="echo_time_to_target.json",
-        study="benchmarks/echo_time_to_target.py",
+        study="echo_time_to_target.md",
         situation="Input-bound: augmentation on the training CPU (MNIST-1D, R = {R:.1f})",
         technique="Batch echo, fixed factor: `ds.batch(b).apply(echoing.echo(4))`; "
         "`--config=configs/mnist1d.py:echo=4,insert=after_batch`",
@@ -139,7 +140,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="echo_auto.json",
-        study="AutoEcho against the baseline and the best fixed factor",
+        study="echo_time_to_target.md#AutoEcho against the baseline and the best fixed factor",
         situation="Input-bound by reads over a slow link (gs:// at {megabits:g} Mbit/s, "
         "R = {R:.0f}), or R unknown or drifting",
         technique="AutoEcho: `auto = echoing.AutoEcho(max_factor=8)`, `ds.apply(auto.echo())`; "
@@ -163,7 +164,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="keras_fit.json",
-        study="benchmarks/keras_fit.py",
+        study="keras_fit.md",
         situation="Keras `model.fit` on a slow input pipeline (R = {R:.1f} by `echoing.diagnose`)",
         technique="`echoing.keras.AutoEchoCallback(echoing.AutoEcho(max_factor=8))`, example "
         "echo with a shuffle after it (README, Keras section)",
@@ -189,7 +190,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="workloads_gcs.json",
-        study="benchmarks/workloads_gcs.py",
+        study="workloads_gcs.md",
         situation="Input-bound by reads: JPEG records in a bucket behind a "
         "{megabits:.0f} Mbit/s link (R = {R:.1f})",
         technique="Example echo after augmentation: `--config=configs/image_folder.py:echo=2` "
@@ -210,7 +211,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="workloads.json",
-        study="benchmarks/workloads.py",
+        study="workloads.md",
         situation="JPEG decoding on the same CPU cores as training (R = {R:.1f})",
         technique="Example echo after augmentation: `--config=configs/image_folder.py:echo=2`",
         figure="image_echo_speedup_e2",
@@ -233,7 +234,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="prune_overhead.json",
-        study="benchmarks/prune_overhead.py",
+        study="pruning.md",
         situation="Many epochs over examples the model already fits; your own training loop "
         "(MNIST-1D, {epochs} epochs)",
         technique="Loss-table pruning (InfoBatch): `echoing.loss_prune(table, num_epochs=E)"
@@ -254,7 +255,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="prune_overhead.json",
-        study="benchmarks/prune_overhead.py",
+        study="pruning.md",
         situation="The same, in Keras `model.fit`",
         technique="`echoing.keras.LossFeedback(model, per_example_loss=…, "
         "observers=[table.update])` over `loss_prune(…).read(…)`",
@@ -272,7 +273,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="prune_overhead.json",
-        study="benchmarks/prune_overhead.py",
+        study="pruning.md",
         situation="The same, with the training binary",
         technique="`--config=configs/mnist1d.py:prune=1` (also `configs/image_folder.py`)",
         figure="prune_wall_speedup_trainer",
@@ -288,7 +289,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="selection_warmup_prune.json",
-        study="benchmarks/selection.py",
+        study="selection.md",
         situation="The same, judged by time to the full data's final accuracy (MNIST-1D, "
         "learning-rate warm-up, {seeds} seeds)",
         technique="`echoing.loss_prune`, at its own tuned learning rate",
@@ -310,7 +311,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="selection_warmup.json",
-        study="benchmarks/selection.py",
+        study="selection.md",
         situation="Hard examples among easy ones, no per-example table: score each batch "
         "and train on its hardest rows",
         technique="In-batch selection: `echoing.select_rows(batch, losses, k)` on a batch twice "
@@ -334,7 +335,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="selection_warmup.json",
-        study="benchmarks/selection.py",
+        study="selection.md",
         situation="Many epochs, and a small learned model can tell easy examples from hard "
         "(MNIST-1D CNN, {seeds} seeds)",
         technique="AutoAssist: `echoing.assistant_filter(assistant)` with an "
@@ -361,7 +362,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="autoassist.json",
-        study="benchmarks/autoassist.py",
+        study="autoassist.md",
         situation="A small model that fits its data in a few epochs (MNIST-1D and digits, MLP)",
         technique="AutoAssist: `--config=configs/mnist1d.py:assist=1` "
         "(`echoing.assistant_filter` and an `AssistantLearner` thread)",
@@ -383,7 +384,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="pgd_clean.json",
-        study="benchmarks/pgd_clean.py",
+        study="pgd.md#PGD on clean data",
         situation="Clean data, plain SGD at its tuned learning rate (digits, {digits:,} examples; "
         "a synthetic set of {synthetic:,})",
         technique="Prioritized gradient descent: `echoing.PrioritySampler`, "
@@ -403,7 +404,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="async_shared_memory.json",
-        study="--backend=shared_memory",
+        study="async_partitioned.md#PASSM+ in shared memory",
         situation="Small steps that leave a device's cores idle (MNIST-1D CNN; worker threads "
         "over one model in shared memory, on {cpus} CPU cores)",
         technique="Asynchronous partitioned SGD (PASSM+): "
@@ -429,7 +430,7 @@ ROWS: tuple[Row, ...] = (
     ),
 )
 
-# The commands that wrote each results file, as BENCHMARKS.md gives them, in the order run.
+# The commands that wrote each results file, as its write-up gives them, in the order run.
 COMMANDS: Mapping[str, tuple[str, ...]] = {
     "echo_time_to_target.json": (
         "python benchmarks/echo_time_to_target.py --scenarios network --seeds 3 "
@@ -482,7 +483,7 @@ by seed), unless the cell says otherwise. *Per seed
 a–b×* is the range of the seed-by-seed ratios; *paired*, their geometric mean over the seeds
 where both runs reached the target. *Not reached*: the technique missed the target on a seed or
 more, and the last columns say why. Each figure is read from the results file the row links
-(to its write-up in BENCHMARKS.md), which the commands under the table wrote.
+(to its write-up in `docs/studies/`), which the commands under the table wrote.
 """
 
 COLUMNS = (
@@ -630,7 +631,7 @@ def reads(row: Row) -> list[tuple[str, tuple]]:
 
 
 def heading_anchors(markdown: str) -> dict[str, str]:
-    """BENCHMARKS.md's headings (outside code blocks) and their GitHub anchors, in order."""
+    """A Markdown file's headings (outside code blocks) and their GitHub anchors, in order."""
     anchors: dict[str, str] = {}
     seen: dict[str, int] = {}
     in_code = False
@@ -646,33 +647,40 @@ def heading_anchors(markdown: str) -> dict[str, str]:
     return anchors
 
 
-def _anchor(anchors: Mapping[str, str], fragment: str) -> str:
-    for heading, slug in anchors.items():
+def study_link(row: Row, studies: Path = STUDIES) -> str:
+    """The row's link from RESULTS.md: its write-up, and the anchor of the heading it names."""
+    name, _, fragment = row.study.partition("#")
+    path = studies / name
+    if not path.is_file():
+        raise RowError(f"{row.source}: no study write-up {path}.")
+    link = f"{STUDIES.relative_to(ROOT).as_posix()}/{name}"
+    if not fragment:
+        return link
+    for heading, slug in heading_anchors(path.read_text()).items():
         if fragment in heading:
-            return slug
-    raise RowError(f"{BENCHMARKS.name} has no heading containing {fragment!r}.")
+            return f"{link}#{slug}"
+    raise RowError(f"{link} has no heading containing {fragment!r}.")
 
 
-def cells(results: Results, row: Row, anchors: Mapping[str, str]) -> list[str]:
+def cells(results: Results, row: Row, studies: Path = STUDIES) -> list[str]:
     """The row's six cells, its figures filled in."""
     fields = values(results, row)
     figure = fields["figure"].value
     speedup = row.reached if figure is not None else "not reached; " + row.unreached
     texts = (row.situation, row.technique, speedup, row.accuracy, row.limits)
     filled = [text.format(**fields) for text in texts]
-    filled.append(f"[{row.source}]({BENCHMARKS.name}#{_anchor(anchors, row.study)})")
+    filled.append(f"[{row.source}]({study_link(row, studies)})")
     for cell in filled:
         if "|" in cell or "\n" in cell:
             raise RowError(f"{row.source}: a cell would break the table: {cell!r}")
     return filled
 
 
-def render(rows=ROWS, results_dir: Path = RESULTS, benchmarks: Path = BENCHMARKS) -> str:
+def render(rows=ROWS, results_dir: Path = RESULTS, studies: Path = STUDIES) -> str:
     """RESULTS.md's text: the header, the table and the commands that wrote its figures."""
     results = Results(results_dir)
-    anchors = heading_anchors(benchmarks.read_text())
     lines = [HEADER, "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cells(results, row, anchors)) + " |" for row in rows]
+    lines += ["| " + " | ".join(cells(results, row, studies)) + " |" for row in rows]
     lines += ["", "The commands that wrote the results files:"]
     for source in dict.fromkeys(source for row in rows for source, _ in reads(row)):
         if source not in COMMANDS:

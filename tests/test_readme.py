@@ -1,5 +1,6 @@
-"""The snippets of README.md and docs/*.md marked ``<!-- runs-as-a-test -->`` run as written, and
-every relative link in them points at a file that exists."""
+"""The snippets of README.md and docs/**/*.md marked ``<!-- runs-as-a-test -->`` run as written, and
+every relative link in them, BENCHMARKS.md and RESULTS.md points at a file that exists (and, for a
+link into a Markdown file with ``#anchor``, at a heading of that file)."""
 
 import re
 from pathlib import Path
@@ -7,9 +8,24 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+LINKED = [*DOCUMENTS, ROOT / "BENCHMARKS.md", ROOT / "RESULTS.md"]
 _MARKED = re.compile(r"<!-- runs-as-a-test -->\n```python\n(.*?)```", re.DOTALL)
-_LINK = re.compile(r"\]\(([^)#:]+)(?:#[^)]*)?\)")  # [text](relative/path#anchor), no URLs
+_LINK = re.compile(r"\]\(([^)#:]+)(?:#([^)]*))?\)")  # [text](relative/path#anchor), no URLs
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's anchors for a Markdown file's headings (outside code blocks)."""
+    anchors, seen, in_code = set(), {}, False
+    for line in markdown.splitlines():
+        in_code ^= line.startswith("```")
+        heading = re.match(r"#{1,6} (.+)", line)
+        if in_code or not heading:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", heading[1].strip().lower()).replace(" ", "-")
+        anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
 
 
 def _snippets() -> list[tuple[str, int, str]]:
@@ -40,11 +56,16 @@ def test_snippet_runs_as_written(where, index, code):
         assert [list(b) for b in namespace["batches"].as_numpy_iterator()][:2] == [[0, 1, 2, 3]] * 2
 
 
-@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+@pytest.mark.parametrize("document", LINKED, ids=lambda path: path.relative_to(ROOT).as_posix())
 def test_relative_links_point_at_files_that_exist(document):
-    missing = [
-        link
-        for link in _LINK.findall(document.read_text())
-        if not (document.parent / link).exists()
-    ]
+    links = _LINK.findall(document.read_text())
+    missing = [link for link, _ in links if not (document.parent / link).exists()]
     assert not missing, f"{document.name} links to missing files: {missing}"
+    bad_anchors = [
+        f"{link}#{anchor}"
+        for link, anchor in links
+        if anchor
+        and link.endswith(".md")
+        and anchor not in _anchors((document.parent / link).read_text())
+    ]
+    assert not bad_anchors, f"{document.name} links to missing headings: {bad_anchors}"

@@ -80,5 +80,24 @@ def test_an_unknown_key_or_file_is_a_clear_error():
 
 def test_a_null_figure_reads_not_reached():
     row = next(row for row in table.ROWS if row.source == "pgd_clean.json")
-    cells = table.cells(table.Results(table.RESULTS), row, {row.study: "anchor"})
+    cells = table.cells(table.Results(table.RESULTS), row)
     assert cells[2].startswith("not reached; ")
+
+
+@pytest.mark.parametrize("row", table.ROWS, ids=lambda row: f"{row.source}:{row.figure}")
+def test_every_row_links_its_study_write_up(row):
+    link = table.study_link(row)  # raises RowError for a missing write-up or heading
+    path, _, anchor = link.partition("#")
+    assert path.startswith("docs/studies/") and (ROOT / path).is_file(), link
+    if anchor:
+        assert anchor in table.heading_anchors((ROOT / path).read_text()).values(), link
+
+
+def test_a_missing_write_up_or_heading_stops_the_script_naming_it(tmp_path):
+    row = next(row for row in table.ROWS if "#" in row.study)
+    name, _, fragment = row.study.partition("#")
+    with pytest.raises(table.RowError, match="no study write-up"):
+        table.study_link(row, tmp_path)
+    (tmp_path / name).write_text("# A study\n\n## Another heading\n")
+    with pytest.raises(table.RowError, match=f"no heading containing {re.escape(repr(fragment))}"):
+        table.study_link(row, tmp_path)
