@@ -323,6 +323,23 @@ ROWS = {
         ValueError,
         r"sample_rows\(seed=\[0, 0, 1\]\): expected int32/int64 of shape \[2\]",
     ),
+    "sample_rows seed None": (
+        lambda _: echoing.sample_rows({"x": tf.zeros([4])}, tf.ones([4]), 2, None),
+        TypeError,
+        r"sample_rows\(seed=None\): expected int32/int64 of shape \[2\], e\.g\. \[run_seed, step\]",
+    ),
+    "sample_rows batch with a sample_weight": (
+        lambda _: echoing.sample_rows(
+            {"x": tf.zeros([4]), "sample_weight": tf.ones([4])}, tf.ones([4]), 2, [0, 0]
+        ),
+        TypeError,
+        r"got a dict of shapes \{'x': \(4,\), 'sample_weight': \(4,\)\}, but the drawn rows",
+    ),
+    "select_rows batch that is not a dict": (
+        lambda _: echoing.select_rows(tf.zeros([4, 2]), tf.ones([4]), 2),
+        TypeError,
+        r"select_rows\(batch=\.\.\.\): expected a non-empty dict .*got an EagerTensor of shape",
+    ),
     "sample_rows uniform_mix 0": (
         lambda _: echoing.sample_rows({"x": tf.zeros([4])}, tf.ones([4]), 2, [0, 0], uniform_mix=0),
         ValueError,

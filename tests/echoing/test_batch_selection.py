@@ -232,11 +232,30 @@ def test_sample_rows_treats_zero_and_nonfinite_scores_as_uniform_and_compiles_un
         (
             {"batch": {"id": tf.range(4), "sample_weight": tf.ones([4])}},
             TypeError,
-            r"without a 'sample_weight' key",
+            r"got a dict of shapes \{'id': \(4,\), 'sample_weight': \(4,\)\}, but the drawn "
+            r"rows get a 'sample_weight' of their own.*drop the batch's 'sample_weight' first",
         ),
+        ({"seed": None}, TypeError, r"sample_rows\(seed=None\): expected int32/int64 of shape"),
     ],
 )
 def test_sample_rows_refuses_bad_arguments(arguments, error, match):
-    kwargs = {"batch": {"id": tf.range(4)}, "k": 2, "uniform_mix": 0.1, **arguments}
+    kwargs = {"batch": {"id": tf.range(4)}, "k": 2, "uniform_mix": 0.1, "seed": [0, 0]}
+    kwargs.update(arguments)
     with pytest.raises(error, match=match):
-        echoing.sample_rows(kwargs.pop("batch"), tf.ones([4]), seed=[0, 0], **kwargs)
+        echoing.sample_rows(kwargs.pop("batch"), tf.ones([4]), **kwargs)
+
+
+@pytest.mark.parametrize("select", ["select_rows", "sample_rows"])
+@pytest.mark.parametrize(
+    ("batch", "described"),
+    [
+        (tf.range(1000), r"an EagerTensor of shape \(1000,\) and dtype int32"),
+        ((tf.range(1000), tf.range(1000)), r"a tuple of 2 values"),
+        ({}, r"an empty dict"),
+    ],
+)
+def test_a_batch_that_is_not_a_dict_is_described_not_printed(select, batch, described):
+    arguments = {"seed": [0, 0]} if select == "sample_rows" else {}
+    with pytest.raises(TypeError, match=rf"{select}\(batch=\.\.\.\): .*got {described}\.$") as e:
+        getattr(echoing, select)(batch, tf.ones([1000]), 2, **arguments)
+    assert "999" not in str(e.value)  # the values (the repr printed all of them)

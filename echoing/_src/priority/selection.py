@@ -48,7 +48,10 @@ def select_rows(batch: dict, scores: tf.Tensor, k: int) -> dict:
     if not is_positive_int(k, numpy=True):
         raise ValueError(f"select_rows(k={k!r}): expected an int >= 1, the rows to train on.")
     if not isinstance(batch, dict) or not batch:
-        raise TypeError(f"select_rows(batch={batch!r}): expected a non-empty dict of tensors.")
+        raise TypeError(
+            f"select_rows(batch=...): expected a non-empty dict of tensors sharing their first "
+            f"axis, got {_describe(batch)}."
+        )
     scores = tf.convert_to_tensor(scores)
     size = _static_rows("select_rows", batch, scores)
     if size is not None and k > size:
@@ -108,10 +111,16 @@ def sample_rows(
     """
     if not is_positive_int(k, numpy=True):
         raise ValueError(f"sample_rows(k={k!r}): expected an int >= 1, the rows to train on.")
-    if not isinstance(batch, dict) or not batch or "sample_weight" in batch:
+    if not isinstance(batch, dict) or not batch:
         raise TypeError(
-            f"sample_rows(batch={batch!r}): expected a non-empty dict of tensors without a "
-            "'sample_weight' key (the drawn rows get weights of their own)."
+            f"sample_rows(batch=...): expected a non-empty dict of tensors sharing their first "
+            f"axis, got {_describe(batch)}."
+        )
+    if "sample_weight" in batch:
+        raise TypeError(
+            f"sample_rows(batch=...): got {_describe(batch)}, but the drawn rows get a "
+            "'sample_weight' of their own (1/(B·q)); drop the batch's 'sample_weight' first, or "
+            "use select_rows, which keeps every key."
         )
     if not (
         is_real(uniform_mix, finite=False) and in_interval(uniform_mix, 0.0, 1.0, low_open=True)
@@ -207,6 +216,12 @@ def _run_time_checks(caller: str, batch: dict, scores: tf.Tensor) -> list:
 
 def _checked_seed(seed) -> tf.Tensor:
     """``sample_rows``'s stateless seed as int32 ``[2]`` (the kernel XLA has), checked."""
+    if seed is None:
+        raise TypeError(
+            "sample_rows(seed=None): expected int32/int64 of shape [2], e.g. [run_seed, step]; "
+            "the draw is stateless, so it needs a seed of its own at each step (the same seed "
+            "draws the same rows)."
+        )
     tensor = tf.convert_to_tensor(seed)
     if not tensor.dtype.is_integer:
         raise TypeError(
@@ -219,6 +234,26 @@ def _checked_seed(seed) -> tf.Tensor:
             f"[run_seed, step], got shape {tensor.shape}."
         )
     return tf.cast(tensor, tf.int32)
+
+
+def _describe(batch) -> str:
+    """``batch`` in a few words for an error message: keys and shapes, never its values."""
+    if isinstance(batch, dict):
+        if not batch:
+            return "an empty dict"
+        specs = ", ".join(
+            f"{key!r}: {tuple(tf.TensorShape(getattr(value, 'shape', np.shape(value))))}"
+            for key, value in batch.items()
+        )
+        return f"a dict of shapes {{{specs}}}"
+    name = type(batch).__name__
+    name = f"{'an' if name[:1] in 'AEIOUaeiou' else 'a'} {name}"
+    if hasattr(batch, "shape") and hasattr(batch, "dtype"):
+        dtype = getattr(batch.dtype, "name", batch.dtype)
+        return f"{name} of shape {tuple(batch.shape)} and dtype {dtype}"
+    if isinstance(batch, tuple | list):
+        return f"{name} of {len(batch)} values"
+    return name
 
 
 def _leading_size(caller: str, key, value) -> int | None:
