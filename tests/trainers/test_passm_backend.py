@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import keras
 import pytest
 import tensorflow as tf
-from absl import flags
 
 from trainers import async_experiment, train
 from trainers.passm import resolve_backend
@@ -64,20 +62,11 @@ def test_contradictory_backends_name_both_and_the_fix(load_config, overrides, st
         resolve_backend(config, strategy)
 
 
-def _parse(argv, monkeypatch):
-    """Parses ``argv`` as the binary would (config_flags reads its overrides from sys.argv)."""
-    monkeypatch.setattr(sys, "argv", argv)
-    for name in [name for name in flags.FLAGS if name.startswith("config.")]:
-        delattr(flags.FLAGS, name)
-    flags.FLAGS.unparse_flags()
-    flags.FLAGS(argv)
-
-
 def test_binary_runs_the_smoke_config_on_shared_memory_by_default(
-    tmp_path, monkeypatch, capsys, load_config
+    tmp_path, monkeypatch, capsys, load_config, parse_binary_flags
 ):
     monkeypatch.delenv("TF_CONFIG", raising=False)
-    _parse(["train", f"--config={PASSM}:smoke", f"--workdir={tmp_path}"], monkeypatch)
+    parse_binary_flags(["train", f"--config={PASSM}:smoke", f"--workdir={tmp_path}"])
     train.main(["train"])
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["backend"] == "shared_memory" and result["mode"] == "passm_plus"
@@ -105,7 +94,7 @@ def test_binary_runs_the_smoke_config_on_shared_memory_by_default(
      (["--config.backend=shared_memory", "--strategy=parameter_server"], "shared_memory")],
 )  # fmt: skip
 def test_strategy_flag_parameter_server_asks_for_the_cluster(
-    arguments, backend, tmp_path, monkeypatch, capsys
+    arguments, backend, tmp_path, monkeypatch, capsys, parse_binary_flags
 ):
     seen = {}
 
@@ -114,6 +103,6 @@ def test_strategy_flag_parameter_server_asks_for_the_cluster(
         return {}
 
     monkeypatch.setattr(async_experiment, "train_and_evaluate", fake_run)
-    _parse(["train", f"--config={PASSM}:smoke", f"--workdir={tmp_path}", *arguments], monkeypatch)
+    parse_binary_flags(["train", f"--config={PASSM}:smoke", f"--workdir={tmp_path}", *arguments])
     train.main(["train"])
     assert seen == {"backend": backend, "strategy": None}

@@ -137,13 +137,13 @@ def _reset_flags():
     flags.FLAGS.unparse_flags()
 
 
-def _parse(argv, monkeypatch):
-    """Parses ``argv`` as the binary would (config_flags reads its overrides from sys.argv)."""
-    monkeypatch.setattr(sys, "argv", argv)
-    for name in [name for name in flags.FLAGS if name.startswith("config.")]:
-        delattr(flags.FLAGS, name)
-    flags.FLAGS.unparse_flags()
-    flags.FLAGS(argv)
+def _one_line_exit(capsys) -> tuple[int, str]:
+    """Runs the parsed binary; returns its exit status and the one line it printed."""
+    with pytest.raises(SystemExit) as raised:
+        train.main(["train"])
+    shown = capsys.readouterr().err.strip()
+    assert len(shown.splitlines()) == 1, shown
+    return raised.value.code, shown
 
 
 def test_the_strategy_flag_is_validated_when_parsed(mnist1d_config_path, monkeypatch):
@@ -163,7 +163,14 @@ def test_the_strategy_flag_is_validated_when_parsed(mnist1d_config_path, monkeyp
     ],
 )
 def test_the_binary_refuses_strategies_this_config_or_machine_cannot_run(
-    strategy, status, message, mnist1d_config_path, tmp_path, monkeypatch, capsys
+    strategy,
+    status,
+    message,
+    mnist1d_config_path,
+    tmp_path,
+    monkeypatch,
+    capsys,
+    parse_binary_flags,
 ):
     monkeypatch.delenv("TPU_NAME", raising=False)
     argv = [
@@ -172,13 +179,9 @@ def test_the_binary_refuses_strategies_this_config_or_machine_cannot_run(
         f"--workdir={tmp_path}",
         f"--strategy={strategy}",
     ]
-    _parse(argv, monkeypatch)
-    with pytest.raises(SystemExit) as raised:
-        train.main(["train"])
-    assert raised.value.code == status
-    shown = capsys.readouterr().err.strip()
-    assert len(shown.splitlines()) == 1, shown
-    assert re.search(message, shown), shown
+    parse_binary_flags(argv)
+    code, shown = _one_line_exit(capsys)
+    assert code == status and re.search(message, shown), shown
     assert not os.listdir(tmp_path)  # refused before anything was written
 
 
@@ -199,20 +202,16 @@ def test_the_binary_refuses_strategies_this_config_or_machine_cannot_run(
     ],
 )
 def test_the_binary_says_what_is_wrong_with_its_flags_in_one_line(
-    flags_given, status, message, mnist1d_config_path, monkeypatch, capsys
+    flags_given, status, message, mnist1d_config_path, capsys, parse_binary_flags
 ):
     argv = ["train", *(flag.format(config=mnist1d_config_path) for flag in flags_given)]
-    _parse(argv, monkeypatch)
-    with pytest.raises(SystemExit) as raised:
-        train.main(["train"])
-    assert raised.value.code == status
-    shown = capsys.readouterr().err.strip()
-    assert len(shown.splitlines()) == 1, shown
-    assert re.search(message, shown), shown
+    parse_binary_flags(argv)
+    code, shown = _one_line_exit(capsys)
+    assert code == status and re.search(message, shown), shown
 
 
 def test_multi_worker_alone_runs_the_loop_with_compiled_steps(
-    mnist1d_config_path, data_dir, tmp_path, monkeypatch
+    mnist1d_config_path, data_dir, tmp_path, monkeypatch, parse_binary_flags
 ):
     """MultiWorkerMirrored as a one-worker cluster (no TF_CONFIG), XLA-compiled steps."""
     monkeypatch.delenv("TF_CONFIG", raising=False)
@@ -226,7 +225,7 @@ def test_multi_worker_alone_runs_the_loop_with_compiled_steps(
         "--config.timing_steps=0",
         "--config.jit_compile=True",
     ]
-    _parse(argv, monkeypatch)
+    parse_binary_flags(argv)
     train.main(["train"])
     with open(os.path.join(tmp_path, "summary.json")) as file:
         summary = json.load(file)
@@ -240,11 +239,11 @@ def test_multi_worker_alone_runs_the_loop_with_compiled_steps(
 
 @pytest.mark.parametrize("strategy", ["mirrored", "multi_worker"])
 def test_passm_config_under_a_synchronous_strategy_falls_back_with_a_message(
-    strategy, tmp_path, monkeypatch, caplog
+    strategy, tmp_path, monkeypatch, caplog, parse_binary_flags
 ):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     argv = ["train", f"--config={PASSM}:smoke", f"--workdir={tmp_path}", f"--strategy={strategy}"]
-    _parse(argv, monkeypatch)
+    parse_binary_flags(argv)
     with caplog.at_level(logging.WARNING):
         train.main(["train"])
     with open(os.path.join(tmp_path, "result.json")) as file:
@@ -263,13 +262,10 @@ def test_passm_config_under_a_synchronous_strategy_falls_back_with_a_message(
 
 
 def test_a_config_key_that_does_not_exist_is_one_line_with_the_suggestion(
-    mnist1d_config_path, monkeypatch, capsys
+    mnist1d_config_path, capsys, parse_binary_flags
 ):
     argv = ["train", f"--config={mnist1d_config_path}:smoke", "--workdir=/x", "--config.num_step=2"]
-    monkeypatch.setattr(sys, "argv", argv)
-    for name in [name for name in flags.FLAGS if name.startswith("config.")]:
-        delattr(flags.FLAGS, name)
-    flags.FLAGS.unparse_flags()
+    parse_binary_flags(argv, parse=False)
     with pytest.raises(SystemExit) as raised:
         train.parse_flags(argv)
     assert raised.value.code == 2
@@ -281,7 +277,7 @@ def test_a_config_key_that_does_not_exist_is_one_line_with_the_suggestion(
 
 
 def test_a_corrupt_image_met_in_training_is_one_line_naming_the_file(
-    mnist1d_config_path, tmp_path, monkeypatch, capsys
+    mnist1d_config_path, tmp_path, capsys, parse_binary_flags
 ):
     import io
 
@@ -304,7 +300,7 @@ def test_a_corrupt_image_met_in_training_is_one_line_naming_the_file(
     argv = ["train", f"--config={config_path}:smoke", f"--workdir={tmp_path / 'run'}"]
     argv += [f"--config.data.image_dir={tmp_path / 'images'}", "--config.data.batch_size=5"]
     argv += ["--config.data.eval_batch_size=2", "--config.progress_bar=False"]
-    _parse(argv, monkeypatch)
+    parse_binary_flags(argv)
     with pytest.raises(SystemExit) as raised:
         train.main(["train"])
     assert raised.value.code == 1
