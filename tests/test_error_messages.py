@@ -259,6 +259,22 @@ ROWS = {
         TypeError,
         r"must be a scalar integer id.*insert the stage before batch\(\)",
     ),
+    "prune a stream of float ids": (
+        lambda _: (
+            _examples()
+            .map(lambda e: {**e, "id": tf.cast(e["id"], tf.float32)})
+            .apply(echoing.loss_prune(echoing.LossTable(8), num_epochs=2))
+        ),
+        TypeError,
+        r"element\['id'\] must be a scalar integer id, got dtype float32.*echoing\.with_ids",
+    ),
+    "prune read of an empty source": (
+        lambda _: echoing.loss_prune(echoing.LossTable(8), num_epochs=2).read(
+            {"x": np.zeros((0, 2))}, batch_size=4
+        ),
+        ValueError,
+        r"LossPruning\.read: the source is empty \(0 examples\)",
+    ),
     "prune_ratio 1": (
         lambda _: echoing.loss_prune(echoing.LossTable(8), num_epochs=2, prune_ratio=1.0),
         ValueError,

@@ -271,6 +271,11 @@ def test_by_id_state_survives_a_checkpoint(tmp_path):
         (lambda s: s.read({"x": np.zeros([N + 1, 2])}, batch_size=4), r"LossTable\(65\)"),
         (lambda s: s.read({"x": np.zeros([N, 2])}, batch_size=0), r"batch_size=0"),
         (lambda s: s.read({"id": np.zeros([N])}, batch_size=4), r"reserved"),
+        (  # not "build the table with LossTable(0)", which is refused
+            lambda s: s.read({"x": np.zeros([0, 2])}, batch_size=4),
+            rf"the source is empty \(0 examples\); give it the training examples, one per id "
+            rf"of the loss table \(LossTable\({N}\)",
+        ),
     ],
 )
 def test_bad_by_id_arguments_name_the_value(call, match):
@@ -299,6 +304,14 @@ def test_float_ids_are_refused_not_truncated(ids):
     with pytest.raises(TypeError, match=r"ids must be integers, got dtype float"):
         tf.function(table.update)(tf.constant(ids, tf.float32), tf.ones([len(ids)]))
     assert not table.seen.numpy().any()
+
+
+def test_float_ids_in_a_stream_are_refused_as_ids_not_as_a_batch():
+    stage = echoing.loss_prune(echoing.LossTable(4), num_epochs=2)
+    floats = _ids(4).map(lambda e: {**e, "id": tf.cast(e["id"], tf.float32)})
+    with pytest.raises(TypeError, match=r"got dtype float32.*with_ids") as error:
+        floats.apply(stage)
+    assert "batch()" not in str(error.value)
 
 
 @pytest.mark.parametrize("drop_remainder", [False, True])

@@ -210,6 +210,12 @@ class LossPruning(tf.Module):
         """
         if not hasattr(source, "gather"):
             source = random_access_source(source)
+        if source.num_examples == 0:
+            raise ValueError(
+                "LossPruning.read: the source is empty (0 examples); give it the training "
+                f"examples, one per id of the loss table (LossTable({self.table.num_examples}) "
+                f"holds {self.table.num_examples})."
+            )
         if source.num_examples != self.table.num_examples:
             raise ValueError(
                 f"LossPruning.read: the source holds {source.num_examples} examples and the "
@@ -258,7 +264,14 @@ class LossPruning(tf.Module):
     def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         spec = dataset.element_spec
         grouping.require_key(spec, self.id_key, "loss_prune", "id_key")
-        if not spec[self.id_key].dtype.is_integer or spec[self.id_key].shape.rank != 0:
+        if not spec[self.id_key].dtype.is_integer:
+            raise TypeError(
+                f"loss_prune: element[{self.id_key!r}] must be a scalar integer id, got dtype "
+                f"{spec[self.id_key].dtype.name} ({spec[self.id_key]}); a cast would read 1.7 as "
+                "id 1, another example's. Give the examples int ids: echoing.with_ids(dataset), "
+                f"or map {self.id_key!r} to the example's integer row."
+            )
+        if spec[self.id_key].shape.rank != 0:
             raise TypeError(
                 f"loss_prune: element[{self.id_key!r}] must be a scalar integer id, got "
                 f"{spec[self.id_key]}; insert the stage before batch()."
