@@ -75,6 +75,12 @@ def _fit_batch_dicts_unmapped():
     model.fit(_examples(batched=True), verbose=0)
 
 
+def _compiled_net():
+    net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    net.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return net
+
+
 def _traced_select_rows(batch_spec, scores_spec):
     """select_rows traced in a train step's tf.function with these static shapes."""
     select = tf.function(lambda batch, scores: echoing.select_rows(batch, scores, 2))
@@ -156,6 +162,24 @@ ROWS = {
         lambda _: echoing.keras.AutoEchoCallback(echoing.AutoEcho(), max_steps_per_execution=0),
         ValueError,
         r"max_steps_per_execution=0\): expected an int >= 1",
+    ),
+    # diagnose.
+    "diagnose num_steps 0": (
+        lambda _: echoing.diagnose(tf.data.Dataset.range(8), lambda b: b, num_steps=0),
+        ValueError,
+        r"diagnose\(num_steps=0\): expected an int >= 1",
+    ),
+    "diagnose max_seconds -1": (
+        lambda _: echoing.diagnose(tf.data.Dataset.range(8), lambda b: b, max_seconds=-1),
+        ValueError,
+        r"diagnose\(max_seconds=-1\): expected a number of seconds > 0",
+    ),
+    "diagnose on single examples": (
+        lambda _: echoing.diagnose(
+            _examples().map(lambda e: (e["inputs"], e["label"])).repeat(), _compiled_net()
+        ),
+        ValueError,
+        r"look like single examples .*pass the batched pipeline.*dataset\.batch\(32\)",
     ),
     # Counters.
     "count(rows=True) before batch()": (

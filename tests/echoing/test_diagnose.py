@@ -84,3 +84,40 @@ def test_an_uncompiled_model_and_a_too_slow_pipeline_are_refused():
         echoing.diagnose(tf.data.Dataset.range(50), model)
     with pytest.raises(TimeoutError, match=r"in 0.05 s; raise max_seconds"):
         echoing.diagnose(_slow_pipeline(), _sleep(DOWN), num_steps=10, max_seconds=0.05)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "match"),
+    [
+        ({"num_steps": 0}, ValueError, r"diagnose\(num_steps=0\): expected an int >= 1"),
+        ({"num_steps": 2.5}, TypeError, r"diagnose\(num_steps=2\.5\): expected an int >= 1"),
+        ({"num_steps": True}, TypeError, r"diagnose\(num_steps=True\): expected an int >= 1"),
+        ({"warmup": -1}, ValueError, r"diagnose\(warmup=-1\): expected an int >= 0"),
+        ({"max_seconds": -1}, ValueError, r"diagnose\(max_seconds=-1\): expected a number of"),
+        ({"max_seconds": 0}, ValueError, r"diagnose\(max_seconds=0\): expected a number of"),
+        ({"max_seconds": float("nan")}, ValueError, r"diagnose\(max_seconds=nan\)"),
+        ({"max_seconds": "10"}, TypeError, r"diagnose\(max_seconds='10'\)"),
+    ],
+)
+def test_bad_counts_are_refused_by_their_own_names_before_any_timing(arguments, error, match):
+    # num_steps=0 was reported as "num_batches", max_seconds=-1 as a TimeoutError and
+    # num_steps=2.5 as Python's "'float' object cannot be interpreted as an integer".
+    def step(batch):
+        raise AssertionError("timed a step")
+
+    with pytest.raises(error, match=match):
+        echoing.diagnose(tf.data.Dataset.range(50), step, **arguments)
+
+
+def test_an_unbatched_dataset_is_refused_with_the_fix_for_a_keras_model():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    examples = tf.data.Dataset.from_tensors((tf.zeros([4]), tf.constant(0))).repeat()
+    with pytest.raises(
+        ValueError,
+        match=r"look like single examples \(features of shape \(4,\)\), but the model takes "
+        r"batches of shape \(None, 4\).*dataset\.batch\(32\)",
+    ):
+        echoing.diagnose(examples, model, num_steps=3)
+    report = echoing.diagnose(examples.batch(8), model, num_steps=3, warmup=1)  # batched: runs
+    assert report["ratio"] > 0

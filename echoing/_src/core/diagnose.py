@@ -31,6 +31,8 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
+from echoing._src.core import checks
+
 # Factors above this rarely help (the paper found echo useful up to e≈4-16; AutoEcho's default
 # bound), and below this R the pipeline keeps up: no echo.
 MAX_RECOMMENDED_FACTOR = 8.0
@@ -107,7 +109,9 @@ def diagnose(
     """
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(f"diagnose(dataset={dataset!r}): expected a batched tf.data.Dataset.")
+    _check_counts(num_steps, warmup, max_seconds)
     step = _step_function(model_or_step)
+    _require_batched(dataset, model_or_step)
     upstream = seconds_per_batch(
         dataset, num_batches=num_steps, warmup=warmup, max_seconds=max_seconds
     )
@@ -135,6 +139,54 @@ def format_diagnosis(report: dict[str, float]) -> str:
         f"{1e3 * report['downstream_seconds']:.2f} ms/step: R = {report['ratio']:.2f}, "
         f"~{100 * report['input_wait_fraction']:.0f}% of step time waiting for input\n{verdict}"
     )
+
+
+def _check_counts(num_steps, warmup, max_seconds) -> None:
+    """``diagnose``'s numeric arguments, refused by their own names before any timing."""
+    checks.require(
+        checks.is_positive_int(num_steps, numpy=True),
+        f"diagnose(num_steps={num_steps!r}): expected an int >= 1, the batches and train steps "
+        "timed on each side (the default 30 gives a stable mean).",
+        TypeError if not checks.is_int(num_steps, numpy=True) else ValueError,
+    )
+    checks.require(
+        checks.is_int(warmup, numpy=True) and warmup >= 0,
+        f"diagnose(warmup={warmup!r}): expected an int >= 0, the untimed batches and steps "
+        "before timing (the default 3 skips tracing and the pipeline's start-up).",
+        TypeError if not checks.is_int(warmup, numpy=True) else ValueError,
+    )
+    checks.require(
+        checks.is_real(max_seconds, finite=False)
+        and checks.in_interval(max_seconds, 0, float("inf"), low_open=True),
+        f"diagnose(max_seconds={max_seconds!r}): expected a number of seconds > 0, the time "
+        "allowed to each side (the default 300; float('inf') for no limit).",
+        TypeError if not checks.is_real(max_seconds, finite=False) else ValueError,
+    )
+
+
+def _require_batched(dataset: tf.data.Dataset, model) -> None:
+    """Refuses one example per element for a Keras model that takes batches: the first step
+    would fail in the model's call (e.g. "Exception encountered when calling Sequential.call()")
+    with no word of batching."""
+    if not isinstance(model, keras.Model):
+        return
+    spec = dataset.element_spec
+    features = spec[0] if isinstance(spec, tuple) and spec else spec
+    try:
+        expected = model.input_shape
+    except (AttributeError, ValueError):  # not built, or several inputs
+        return
+    if not isinstance(features, tf.TensorSpec) or not isinstance(expected, tuple):
+        return
+    if not all(d is None or isinstance(d, int) for d in expected):
+        return  # several inputs: a tuple of shapes
+    shape = features.shape
+    if shape.rank == len(expected) - 1 and shape.is_compatible_with(expected[1:]):
+        raise ValueError(
+            f"diagnose: the dataset's elements look like single examples (features of shape "
+            f"{tuple(shape)}), but the model takes batches of shape {expected}; pass the "
+            "batched pipeline that feeds training, e.g. dataset.batch(32)."
+        )
 
 
 def _step_function(model_or_step) -> Callable[[object], object]:
