@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
@@ -74,7 +73,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", help="JSON path (default: results/async_momentum_sets.json)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.path.insert(0, ROOT)
     setup = QUICK if args.quick else FULL
     variants = {"one_worker": (1, True), "own_momentum": (setup["workers"], True),
                 "shared_momentum": (setup["workers"], False)}  # fmt: skip

@@ -45,6 +45,8 @@ import statistics
 import sys
 import time
 
+import harness
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 ASYNC_METHODS = ("assm", "passm", "passm_plus")
@@ -437,15 +439,6 @@ def plot(result: dict, path: str) -> None:
     plt.close(figure)
 
 
-def _commit() -> str | None:
-    import subprocess
-
-    completed = subprocess.run(
-        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    return completed.stdout.strip() or None
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="~30 s smoke run (tested)")
@@ -462,7 +455,6 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)  # an unknown or misspelt option is an error, not ignored
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.path.insert(0, ROOT)
     from absl import logging
 
     logging.set_verbosity(logging.WARNING)
@@ -483,7 +475,7 @@ def main(argv: list[str] | None = None) -> None:
         "headline": {},
         "command": "python benchmarks/async_shared_memory.py "
         + " ".join(argv if argv is not None else sys.argv[1:]),
-        "commit": _commit(),
+        "commit": harness.git_commit(),
         "settings": setup,
         "workloads": {},
     }

@@ -36,9 +36,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+import harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
@@ -226,13 +227,6 @@ def headline(runs: list[dict], rates: list[float]) -> dict[str, float | None]:
     } | {"sequential_accuracy": reference}  # fmt: skip
 
 
-def _commit() -> str | None:
-    completed = subprocess.run(
-        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    return completed.stdout.strip() or None
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -243,7 +237,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", help="JSON path (default results/async_staleness_ablation)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.path.insert(0, ROOT)
     from absl import logging
 
     logging.set_verbosity(logging.WARNING)
@@ -273,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
         "settings": setup,
         "command": "python benchmarks/async_staleness_ablation.py "
         + " ".join(argv if argv is not None else sys.argv[1:]),
-        "commit": _commit(),
+        "commit": harness.git_commit(),
         "runs": runs,
     }
     stem = "async_staleness_ablation" + ("_quick" if args.quick else "")

@@ -430,12 +430,7 @@ def headline(summary: dict) -> dict:
 
 def headline_sections(summary: dict) -> dict:
     """The headline, its spread over seeds and the ratios of means, as the JSON stores them."""
-    headline_figures, spread = harness.paired_headline(figures(summary))
-    return {
-        "headline": headline_figures,
-        "headline_spread": spread,
-        "headline_ratio_of_means": figures(summary, by="means"),
-    }
+    return harness.headline_sections(figures(summary), figures(summary, by="means"))
 
 
 def recompute(stored: dict) -> dict:

@@ -392,13 +392,9 @@ def headline(table: list[dict]) -> dict[str, float | None]:
 
 def headline_sections(table: list[dict]) -> dict:
     """The headline, its spread over seeds and the ratios of means, as the JSON stores them."""
-    headline_figures, spread = harness.paired_headline(figures(table))
-    by_means = {k: v for k, v in figures(table, by="means").items() if k in spread}
-    return {
-        "headline": headline_figures,
-        "headline_spread": spread,
-        "headline_ratio_of_means": by_means,
-    }
+    paired, by_means = figures(table), figures(table, by="means")
+    speedups = {key for key, value in paired.items() if isinstance(value, dict)}
+    return harness.headline_sections(paired, {k: v for k, v in by_means.items() if k in speedups})
 
 
 def recompute(stored: dict) -> dict:

@@ -356,13 +356,10 @@ def headline(summary: dict, r_measurement: dict) -> dict:
 
 def headline_sections(summary: dict, r_measurement: dict) -> dict:
     """The headline, its spread over seeds and the ratios of means, as the JSON stores them."""
-    headline_figures, spread = harness.paired_headline(figures(summary, r_measurement))
     by_means = figures(summary, r_measurement, by="means")
-    return {
-        "headline": headline_figures,
-        "headline_spread": spread,
-        "headline_ratio_of_means": {key: by_means[key] for key in SPEEDUPS},
-    }
+    return harness.headline_sections(
+        figures(summary, r_measurement), {key: by_means[key] for key in SPEEDUPS}
+    )
 
 
 def recompute(stored: dict) -> dict:

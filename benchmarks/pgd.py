@@ -572,13 +572,10 @@ def headline(summary: dict, cost: dict) -> dict[str, float | None]:
 def headline_sections(summary: dict, cost: dict) -> dict:
     """The headline, its spread over seeds (``headline_spread``) and the ratios of means
     (``headline_ratio_of_means``; with its own best variant and accuracy delta)."""
-    headline_figures, spread = harness.paired_headline(figures(summary, cost))
     by_means = figures(summary, cost, by="means")
-    return {
-        "headline": headline_figures,
-        "headline_spread": spread,
-        "headline_ratio_of_means": {k: v for k, v in by_means.items() if "_best_" in k},
-    }
+    return harness.headline_sections(
+        figures(summary, cost), {k: v for k, v in by_means.items() if "_best_" in k}
+    )
 
 
 def recompute(stored: dict) -> dict:

@@ -437,12 +437,7 @@ def headline(results: dict) -> dict[str, float | None]:
 
 def headline_sections(results: dict) -> dict:
     """The headline, its spread over seeds and the ratios of means, as the JSON stores them."""
-    headline_figures, spread = harness.paired_headline(figures(results))
-    return {
-        "headline": headline_figures,
-        "headline_spread": spread,
-        "headline_ratio_of_means": figures(results, by="means"),
-    }
+    return harness.headline_sections(figures(results), figures(results, by="means"))
 
 
 def recompute(stored: dict) -> dict:

@@ -6,26 +6,13 @@ import re
 from pathlib import Path
 
 import pytest
+from results_table import heading_anchors  # benchmarks/, on pytest's path: one anchor rule
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LINKED = [*DOCUMENTS, ROOT / "BENCHMARKS.md", ROOT / "RESULTS.md"]
 _MARKED = re.compile(r"<!-- runs-as-a-test -->\n```python\n(.*?)```", re.DOTALL)
 _LINK = re.compile(r"\]\(([^)#:]+)(?:#([^)]*))?\)")  # [text](relative/path#anchor), no URLs
-
-
-def _anchors(markdown: str) -> set[str]:
-    """GitHub's anchors for a Markdown file's headings (outside code blocks)."""
-    anchors, seen, in_code = set(), {}, False
-    for line in markdown.splitlines():
-        in_code ^= line.startswith("```")
-        heading = re.match(r"#{1,6} (.+)", line)
-        if in_code or not heading:
-            continue
-        slug = re.sub(r"[^\w\- ]", "", heading[1].strip().lower()).replace(" ", "-")
-        anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
-        seen[slug] = seen.get(slug, 0) + 1
-    return anchors
 
 
 def _snippets() -> list[tuple[str, int, str]]:
@@ -66,6 +53,6 @@ def test_relative_links_point_at_files_that_exist(document):
         for link, anchor in links
         if anchor
         and link.endswith(".md")
-        and anchor not in _anchors((document.parent / link).read_text())
+        and anchor not in heading_anchors((document.parent / link).read_text()).values()
     ]
     assert not bad_anchors, f"{document.name} links to missing headings: {bad_anchors}"
