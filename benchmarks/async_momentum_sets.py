@@ -33,9 +33,11 @@ def train(setup: dict, *, workers: int, own_momentum: bool, rate: float, seed: i
     import keras
     import tensorflow as tf
 
-    from trainers import async_experiment, block_partition, models
-    from trainers.async_state import TrainingState
+    from trainers import models
     from trainers.passm import UpdateMeter
+    from trainers.passm import blocks as block_partition
+    from trainers.passm import experiment as async_experiment
+    from trainers.passm.state import TrainingState
     from trainers.passm.steps import WorkerSteps
 
     spec = importlib.util.spec_from_file_location("passm_config", f"{ROOT}/configs/passm.py")

@@ -109,7 +109,8 @@ def _child(jobs: list[dict]) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from absl import logging
 
-    from trainers import async_experiment, local_cluster
+    from trainers import local_cluster
+    from trainers.passm import experiment as async_experiment
 
     logging.set_verbosity(logging.WARNING)
     import tensorflow as tf
@@ -175,7 +176,7 @@ def measure_flops(model_name: str, batch_size: int, worker_counts: list[int]) ->
     from tensorflow.python.profiler import model_analyzer, option_builder
 
     from trainers import models
-    from trainers.block_partition import partition_blocks
+    from trainers.passm.blocks import partition_blocks
 
     keras.utils.set_random_seed(0)
     model = models.build_model(model_name, (40,), 10)

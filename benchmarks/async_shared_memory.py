@@ -15,7 +15,7 @@ deeper ``resnet_small`` on the generated 32×32 images), side by side in one pro
 - ``sync_large`` at c = 2, 4: synchronous SGD at batch c·b, c times fewer steps, its learning
   rate warmed up linearly from 1/c of its peak over the first ``warmup_fraction`` of the steps;
 - ``assm`` (c = 1, 2, 4), ``passm`` and ``passm_plus`` (c = 2, 4) on the shared-memory backend
-  (`trainers.passm`, through ``trainers.async_experiment`` as the binary runs it), batch b per
+  (`trainers.passm`, through ``trainers.passm.experiment`` as the binary runs it), batch b per
   worker. Every method sees the same number of examples.
 
 Each method (and c) gets its own best learning rate: every rate of ``learning_rates`` is run on
@@ -150,7 +150,7 @@ def _config(
 def warmed_up_phases(config, c: int, warmup_fraction: float, pieces: int = 5) -> list:
     """The synchronous schedule with its first ``warmup_fraction`` ramped from rate/c to rate
     in ``pieces`` constant steps (Goyal et al.'s linear warm-up, piecewise)."""
-    from trainers.passm_schedule import Phase, make_schedule
+    from trainers.passm.schedule import Phase, make_schedule
 
     base = make_schedule(
         "sync",
@@ -184,7 +184,9 @@ def run_one(
     import keras
     import tensorflow as tf
 
-    from trainers import async_experiment, async_partitioned, models
+    from trainers import models
+    from trainers.passm import experiment as async_experiment
+    from trainers.passm import parameter_server as async_partitioned
 
     config = _config(workload, setup, method, c, rate, seed, momentum)
     if method != "sync_large":
@@ -256,9 +258,11 @@ def measure_step_times(workload: tuple, setup: dict, c: int = 2) -> dict:
     worker at a time (no concurrency): what restricted backprop saves on this machine."""
     import tensorflow as tf
 
-    from trainers import async_experiment, block_partition, models
-    from trainers.async_state import TrainingState
+    from trainers import models
     from trainers.passm import UpdateMeter
+    from trainers.passm import blocks as block_partition
+    from trainers.passm import experiment as async_experiment
+    from trainers.passm.state import TrainingState
     from trainers.passm.steps import WorkerSteps
 
     config = _config(workload, setup, "passm", c, 0.01, 0)

@@ -82,7 +82,7 @@ def delayed_step(model, shadow, state, momentum_set: int):
     step before training: building one sets ``shadow`` to the model's weights."""
     import tensorflow as tf
 
-    from trainers.async_partitioned import mean_loss
+    from trainers.passm.phased import mean_loss
 
     shadow.set_weights(model.get_weights())
     previous = [v.value for v in shadow.trainable_variables]
@@ -106,9 +106,11 @@ def train_sequential(setup: dict, variant: str, rate: float, seed: int) -> dict:
     import keras
     import tensorflow as tf
 
-    from trainers import async_experiment, block_partition, models
-    from trainers.async_state import TrainingState
+    from trainers import models
     from trainers.passm import UpdateMeter
+    from trainers.passm import blocks as block_partition
+    from trainers.passm import experiment as async_experiment
+    from trainers.passm.state import TrainingState
     from trainers.passm.steps import WorkerSteps
 
     config = _config(setup, seed)
@@ -144,7 +146,9 @@ def train_concurrent(setup: dict, variant: str, rate: float, seed: int) -> dict:
     import keras
     import tensorflow as tf
 
-    from trainers import async_experiment, models, passm, passm_schedule
+    from trainers import models, passm
+    from trainers.passm import experiment as async_experiment
+    from trainers.passm import schedule as passm_schedule
 
     config = _config(setup, seed)
     mode = variant.removeprefix("concurrent_").removesuffix("_reset")

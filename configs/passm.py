@@ -5,7 +5,7 @@ r"""Asynchronous partitioned SGD (PASSM+) on MNIST-1D with the 1-D CNN; ResNet v
     python -m trainers.train --config=configs/passm.py:resnet --workdir=/tmp/resnet
 
 The training binary runs a config with a ``mode`` on the asynchronous trainer
-(``trainers.async_experiment``). On one host (no ``cluster_spec``) that is the shared-memory
+(``trainers.passm.experiment``). On one host (no ``cluster_spec``) that is the shared-memory
 backend: ``num_workers`` worker threads in one process over one model, each with its own share of
 the input stream and its own momentum, PASSM writing only its block lock-free, ASSM the whole
 model under a lock (``trainers.passm``). ``--config.cluster_spec`` (or

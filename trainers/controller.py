@@ -12,7 +12,7 @@ Example::
 
 The inner loop is ``trainers.loop.Trainer.train(num_steps)`` (one ``tf.function`` call, after
 which every technique observes the loop's feedback) or the asynchronous partitioned trainer's
-(``trainers.async_partitioned``: closures scheduled on parameter-server workers). Around it the
+(``trainers.passm.parameter_server``: closures scheduled on parameter-server workers). Around it the
 controller runs to ``schedule.num_steps`` in loops that end at every multiple of ``steps_per_loop``,
 ``eval_every_steps`` and ``checkpoint_every_steps``; evaluates there (and when the fresh
 examples consumed cross a multiple of ``eval_every_fresh_examples``); records the first

@@ -23,7 +23,7 @@ Example::
 each worker reads its shard of the data; the chief writes ``--workdir``, the others
 ``WORKDIR/workers/worker_I``),
 ``tpu`` (``--config.tpu=local`` on a TPU VM; train and eval steps are XLA-compiled) and
-``parameter_server``, which runs ``trainers.async_experiment`` on a parameter-server cluster
+``parameter_server``, which runs ``trainers.passm.experiment`` on a parameter-server cluster
 and needs a config with a ``mode`` (``configs/passm.py``). A ``configs/passm.py`` config runs the
 asynchronous trainer without the flag too: on one host on its shared-memory backend (worker
 threads over one model, ``trainers.passm``); under a synchronous strategy it trains
@@ -307,16 +307,17 @@ def _serve(task: str, cluster_spec: str | None) -> None:
 
 
 def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) -> None:
-    """``trainers.async_experiment`` on the config's backend; prints the result's summary.
+    """``trainers.passm.experiment`` on the config's backend; prints the result's summary.
 
     One host (no ``cluster_spec``): the shared-memory backend, c worker threads over one model;
     ``--strategy=parameter_server`` (or ``--config.backend=parameter_server``) runs a loopback
     parameter-server cluster instead. Under a synchronous strategy the asynchronous modes fall
-    back to synchronous SGD with a logged warning (``async_experiment.train_and_evaluate``).
+    back to synchronous SGD with a logged warning (``passm.experiment.train_and_evaluate``).
     Ctrl-C or SIGTERM save a checkpoint at the end of the current evaluation interval (exit
     status 130 / 143), as for the synchronous loop; the same command resumes.
     """
-    from trainers import async_experiment, async_partitioned
+    from trainers.passm import experiment as async_experiment
+    from trainers.passm import phased
 
     if strategy_flag == "parameter_server" and config.get("backend", "auto") == "auto":
         config.backend = "parameter_server"  # asked for by name: the cluster, not threads
@@ -327,7 +328,7 @@ def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) 
     try:
         with interrupts.stop_at_loop_end(signals):
             result = async_experiment.train_and_evaluate(config, workdir, strategy=strategy)
-    except async_partitioned.ParameterServerLostError as error:
+    except phased.ParameterServerLostError as error:
         # One clear line instead of a gRPC traceback; exit status 3 tells scripts to resume.
         print(f"error: {error}", file=sys.stderr)
         sys.exit(3)

@@ -14,7 +14,7 @@ Example::
 
 The arrays travel inside the dataset graph (``from_tensor_slices`` constants), so a
 parameter-server worker on another machine needs no filesystem to read them; this is what the
-asynchronous trainer (``trainers.async_experiment``) trains on.
+asynchronous trainer (``trainers.passm.experiment``) trains on.
 
 - ``"mnist1d"``: MNIST-1D examples (the ``mnist1d`` package) in a seeded random order.
 - ``"generated_images"``: the no-download stand-in for CIFAR-10 that the small ResNet trains on:

@@ -31,8 +31,8 @@ def test_a_delayed_step_applies_the_gradient_of_one_update_ago(load_benchmark):
     import numpy as np
     import tensorflow as tf
 
-    from trainers.async_partitioned import mean_loss
-    from trainers.async_state import TrainingState
+    from trainers.passm.phased import mean_loss
+    from trainers.passm.state import TrainingState
 
     def build():
         keras.utils.set_random_seed(0)

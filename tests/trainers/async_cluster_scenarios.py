@@ -18,7 +18,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainers import async_partitioned, local_cluster, passm_schedule
+from trainers import local_cluster
+from trainers.passm import parameter_server as async_partitioned
+from trainers.passm import schedule as passm_schedule
 
 NUM_WORKERS = 2
 BATCH_SIZE = 16

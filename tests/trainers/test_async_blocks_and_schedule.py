@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from trainers.block_partition import partition_blocks
-from trainers.passm_schedule import Phase, make_schedule
+from trainers.passm.blocks import partition_blocks
+from trainers.passm.schedule import Phase, make_schedule
 
 
 def _brute_force_largest_block(sizes, num_blocks):

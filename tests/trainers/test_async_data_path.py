@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pipelines.sources import generated
-from trainers import async_experiment
+from trainers.passm import experiment as async_experiment
 
 
 def _config(**overrides) -> ml_collections.ConfigDict:

@@ -18,7 +18,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainers import async_experiment, async_partitioned, async_state, passm_schedule
+from trainers.passm import experiment as async_experiment
+from trainers.passm import parameter_server as async_partitioned
+from trainers.passm import schedule as passm_schedule
+from trainers.passm import state as async_state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

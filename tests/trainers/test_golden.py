@@ -2,7 +2,7 @@
 
 Each case trains ``configs/mnist1d.py:smoke`` (20 steps of 32 on 1,000 MNIST-1D examples) with
 one technique on, through public entry points only (``trainers.experiment.run``, the config
-file, ``trainers.metrics_writer.read_metrics``; ``trainers.async_experiment.train_and_evaluate``
+file, ``trainers.metrics_writer.read_metrics``; ``trainers.passm.experiment.train_and_evaluate``
 with ``configs/passm.py``), and compares the summary and every ``metrics.jsonl`` row with the
 values in ``GOLDEN``. A refactor that keeps behaviour keeps them; dropping sample weights,
 changing a seed or echoing at another point does not.
@@ -59,7 +59,8 @@ import tensorflow as tf
 
 import echoing
 import pipelines
-from trainers import async_experiment, experiment, metrics_writer
+from trainers import experiment, metrics_writer
+from trainers.passm import experiment as async_experiment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORD = os.environ.get("GOLDEN_RECORD") == "1"

@@ -9,7 +9,8 @@ import keras
 import pytest
 import tensorflow as tf
 
-from trainers import async_experiment, train
+from trainers import train
+from trainers.passm import experiment as async_experiment
 from trainers.passm import resolve_backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

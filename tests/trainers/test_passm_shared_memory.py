@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainers import controller, interrupts, passm_schedule
-from trainers.async_state import TrainingState
+from trainers import controller, interrupts
 from trainers.passm import SharedMemoryTrainer, UpdateMeter
+from trainers.passm import schedule as passm_schedule
+from trainers.passm.state import TrainingState
 from trainers.passm.steps import WorkerSteps
 
 BATCH_SIZE = 16

@@ -95,7 +95,7 @@ def _make_checkpoint_manager(workdir, load_config, data_dir):
 
 
 def _run_async_trainer(workdir, load_config, data_dir):
-    from trainers import async_experiment
+    from trainers.passm import experiment as async_experiment
 
     async_experiment.train_and_evaluate(load_config("passm", "smoke"), workdir)
 

@@ -10,9 +10,9 @@ Example::
 Modules: `shared_memory` (the trainer: c worker threads over one model), `steps` (one worker's
 compiled ASSM/PASSM steps), `staleness` (model-wide staleness and the concurrent-writer probe),
 `backend` (which backend a ``configs/passm.py`` config runs on). The parameter-server backend
-(several hosts) is `trainers.async_partitioned.AsyncPartitionedTrainer`; both share the block
-partition (`trainers.block_partition`), the schedule (`trainers.passm_schedule`) and the update
-rule (`trainers.async_state.TrainingState.apply`).
+(several hosts) is `trainers.passm.parameter_server.AsyncPartitionedTrainer`; both share the block
+partition (`trainers.passm.blocks`), the schedule (`trainers.passm.schedule`) and the update
+rule (`trainers.passm.state.TrainingState.apply`).
 """
 
 from trainers.passm.backend import BACKENDS, resolve_backend

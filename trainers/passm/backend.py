@@ -19,7 +19,7 @@ Example::
   (several hosts), otherwise ``"shared_memory"`` (one host, the paper's regime);
 - ``"shared_memory"``: c worker threads in this process over one model (`trainers.passm`);
 - ``"parameter_server"``: a ``ParameterServerStrategy`` cluster, loopback when ``cluster_spec``
-  is empty (`trainers.async_partitioned.AsyncPartitionedTrainer`).
+  is empty (`trainers.passm.parameter_server.AsyncPartitionedTrainer`).
 
 ``config.strategy`` keeps its meaning: ``"parameter_server"`` (the config's default) trains
 asynchronously on the backend above; ``"default"`` / ``"mirrored"`` train synchronously

@@ -8,7 +8,7 @@ Example (the library)::
 
     import keras
     import tensorflow as tf
-    from trainers import passm_schedule
+    from trainers.passm import schedule
     from trainers.passm import SharedMemoryTrainer
 
     model_fn = lambda: keras.Sequential(
@@ -18,7 +18,7 @@ Example (the library)::
     dataset_fn = lambda worker_index: tf.data.Dataset.from_tensors(
         (tf.zeros([4, 8]), tf.zeros([4], tf.int32))
     ).repeat()
-    phases = passm_schedule.make_schedule(
+    phases = schedule.make_schedule(
         "passm_plus", num_steps=20, num_workers=2, learning_rate=0.1
     )
     result = trainer.run(dataset_fn, phases, eval_every=10)
@@ -29,14 +29,14 @@ minibatches and momentum. Here the c workers are Python threads of one process, 
 own compiled steps (`trainers.passm.steps.WorkerSteps`); TensorFlow releases the GIL while a graph
 runs, so their steps overlap on the device's cores (or an accelerator's streams). Worker w reads
 its own input pipeline (``dataset_fn(w)``: its share of the stream), keeps momentum set w, and
-in PASSM writes only block w (`trainers.block_partition`), lock-free; in ASSM it writes the whole
+in PASSM writes only block w (`trainers.passm.blocks`), lock-free; in ASSM it writes the whole
 model under one ``tf.CriticalSection``. PASSM+ is the schedule's phases
-(`trainers.passm_schedule`); between phases every worker finishes its steps.
+(`trainers.passm.schedule`); between phases every worker finishes its steps.
 
 A phase's steps are claimed from a shared count, ``steps_per_call`` at a time, so a faster worker
 runs more of them (as a parameter-server coordinator hands work to whichever worker is free);
 in PASSM that worker's block gets more updates. The outer loop (evaluation, checkpoints,
-metrics, resume) is `trainers.async_partitioned.PhasedTrainer`'s, shared with the other backends.
+metrics, resume) is `trainers.passm.phased.PhasedTrainer`'s, shared with the other backends.
 """
 
 from __future__ import annotations
@@ -49,15 +49,15 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from trainers.async_partitioned import (
+from trainers.passm.blocks import partition_blocks
+from trainers.passm.phased import (
     DatasetFn,
     PhasedTrainer,
     check_momentum,
     check_positive_int,
 )
-from trainers.async_state import TrainingState
-from trainers.block_partition import partition_blocks
 from trainers.passm.staleness import UpdateMeter
+from trainers.passm.state import TrainingState
 from trainers.passm.steps import MODES, WorkerSteps
 
 
@@ -152,7 +152,8 @@ class SharedMemoryTrainer(PhasedTrainer):
         if mode not in MODES:
             raise ValueError(
                 f"SharedMemoryTrainer runs {MODES} phases, got {mode!r}; build the phases with "
-                "passm_schedule.make_schedule (mode 'sync' trains with SynchronousTrainer)."
+                "trainers.passm.schedule.make_schedule (mode 'sync' trains with "
+                "SynchronousTrainer)."
             )
         rate = tf.constant(learning_rate, tf.float32)
         functions = self._trace(mode)  # already traced by _start when run() saw the phases

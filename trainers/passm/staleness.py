@@ -16,7 +16,7 @@ forward pass and writes its update later; the updates that landed in between, an
 model, are its staleness. The model-wide count matters for PASSM too: a PASSM worker is the only
 writer of its block (its block staleness is always 0), but its gradient was taken at the other
 blocks' values of its read, which the other workers have moved since. The per-block counts of
-`trainers.async_state.TrainingState` are kept beside this one.
+`trainers.passm.state.TrainingState` are kept beside this one.
 
 Each worker accumulates into its own counters (only it writes them, so the running maximum needs
 no lock); ``summary()`` combines them. ``writing`` counts updates between their first and last

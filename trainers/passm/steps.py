@@ -4,7 +4,7 @@ Example::
 
     import keras
     import tensorflow as tf
-    from trainers.async_state import TrainingState
+    from trainers.passm.state import TrainingState
     from trainers.passm.staleness import UpdateMeter
     from trainers.passm.steps import WorkerSteps
 
@@ -38,9 +38,9 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
-from trainers.async_partitioned import mean_loss
-from trainers.async_state import TrainingState
+from trainers.passm.phased import mean_loss
 from trainers.passm.staleness import UpdateMeter
+from trainers.passm.state import TrainingState
 
 MODES = ("assm", "passm")
 

@@ -1,0 +1,228 @@
+"""The loop both asynchronous backends share: chunks of a PASSM+ schedule, evaluation,
+checkpoints and metrics (`PhasedTrainer`, `PhasedLoop`), and the loss they differentiate.
+
+A backend implements ``_start`` (its input), ``_train_chunk`` (schedule one phase's steps) and
+``_finish_chunk`` (wait for them): `trainers.passm.SharedMemoryTrainer` (one host, c threads
+over one model) and `trainers.passm.parameter_server.AsyncPartitionedTrainer` (several hosts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from trainers import checkpointing, controller, metrics_writer
+from trainers.passm.schedule import Phase
+from trainers.passm.state import TrainingState
+
+# dataset_fn(worker_index) -> infinite dataset of (features, labels) batches; worker_index is a
+# scalar int64 tensor so each worker can draw its own order.
+DatasetFn = Callable[[tf.Tensor], tf.data.Dataset]
+# evaluate(model) -> accuracy in [0, 1], run on the coordinator between training chunks.
+EvaluateFn = Callable[[keras.Model], float]
+
+_LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+class ParameterServerLostError(RuntimeError):
+    """A parameter server stopped answering; the run can resume from its last checkpoint."""
+
+
+def mean_loss(model: keras.Model, features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """The training loss every update rule here differentiates (mean cross-entropy on logits)."""
+    return _LOSS(labels, model(features, training=True))
+
+
+def check_positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+
+
+def check_momentum(momentum: Any) -> None:
+    if isinstance(momentum, bool) or not isinstance(momentum, int | float) or not 0 <= momentum < 1:
+        raise ValueError(f"momentum must be a float in [0, 1), got {momentum!r}.")
+
+
+class PhasedTrainer:
+    """The loop shared by the async and sync trainers: chunks, evaluation, checkpoints, logs.
+
+    A trainer implements ``_start`` (its input), ``_train_chunk`` (schedule one phase's steps)
+    and ``_finish_chunk`` (wait for them); `trainers.passm.SharedMemoryTrainer` is one.
+    """
+
+    strategy: tf.distribute.Strategy
+    model: keras.Model
+    state: TrainingState
+    blocks: list[range]
+
+    def _start(self, dataset_fn: DatasetFn) -> None:
+        raise NotImplementedError
+
+    def _train_chunk(self, mode: str, num_steps: int, learning_rate: float) -> None:
+        raise NotImplementedError
+
+    def _finish_chunk(self) -> float | None:
+        """Waits for the chunk's steps; returns the last loss seen."""
+        raise NotImplementedError
+
+    def run(
+        self,
+        dataset_fn: DatasetFn,
+        phases: Sequence[Phase],
+        *,
+        eval_every: int,
+        evaluate: EvaluateFn | None = None,
+        workdir: str | None = None,
+        target_accuracy: float | None = None,
+    ) -> dict[str, Any]:
+        """Trains through ``phases``; evaluates and checkpoints every ``eval_every`` steps.
+
+        The outer loop is the synchronous trainer's (``trainers.controller``): one inner loop
+        per ``eval_every`` steps, each split at phase boundaries into chunks (the coordinator
+        waits for all scheduled steps at the end of a chunk; between, workers run freely).
+
+        Args:
+          dataset_fn: ``dataset_fn(worker_index)`` -> infinite dataset of (features, labels).
+          phases: from `trainers.passm.schedule.make_schedule`.
+          eval_every: steps between evaluations/checkpoints.
+          evaluate: ``evaluate(model)`` -> accuracy; optional.
+          workdir: if set, checkpoints go to ``workdir/checkpoints`` (and a run resumes from
+            them), metrics to ``workdir/metrics.jsonl`` and TensorBoard (``metrics_writer``).
+          target_accuracy: if set, ``train_seconds_to_target`` is the training time (evaluation
+            excluded) at the first evaluation reaching it.
+
+        Returns:
+          A dict: ``history`` (step, mode, learning_rate, train_seconds, loss, accuracy per
+          evaluation), ``final_accuracy``, ``train_seconds``, ``train_seconds_to_target``,
+          ``start_step``, the counters of `TrainingState.counters`, ``retried_steps``,
+          ``duplicate_updates`` and ``blocks``.
+
+        Raises:
+          ParameterServerLostError: a parameter server died; the message names the checkpoint.
+        """
+        check_positive_int("eval_every", eval_every)
+        phases = list(phases)
+        if not phases:
+            raise ValueError("phases is empty; build it with passm_schedule.make_schedule.")
+        manager = self._restored_manager(workdir) if workdir else None
+        inner = PhasedLoop(self, phases, evaluate)
+        start_step = inner.step
+        self._start(dataset_fn)
+        # One inner loop per evaluation; evaluation time is kept off the training clock.
+        every = dict(steps_per_loop=eval_every, eval_every_steps=eval_every)
+        schedule = controller.Schedule(
+            num_steps=phases[-1].stop,
+            checkpoint_every_steps=eval_every,
+            target_accuracy=target_accuracy or 0.0,
+            evaluation_on_clock=False,
+            **every,
+        )
+        clock = controller.RunClock()
+        with contextlib.ExitStack() as stack:
+            writer = stack.enter_context(metrics_writer.MetricsWriter(workdir)) if workdir else None
+            outer = controller.Controller(
+                schedule, trainer=inner, clock=clock, manager=manager, writer=writer
+            )
+            _run_reporting_lost_servers(outer, inner, manager)
+        return self._result(inner, clock, start_step)
+
+    def _restored_manager(self, workdir: str) -> tf.train.CheckpointManager:
+        """Checkpoints of the state in ``workdir/checkpoints``, the newest restored."""
+        manager = checkpointing.make_manager(
+            os.path.join(workdir, "checkpoints"), max_to_keep=2, state=self.state
+        )
+        if checkpointing.restore_latest(manager):
+            logging.info("Resumed from %s", manager.latest_checkpoint)
+        return manager
+
+    def _result(self, inner: PhasedLoop, clock: controller.RunClock, start_step: int) -> dict:
+        counters = self.state.counters()
+        return {
+            "history": inner.history,
+            "final_accuracy": inner.history[-1]["accuracy"] if inner.history else None,
+            "train_seconds": inner.train_seconds,
+            "train_seconds_to_target": (
+                float(clock.target_seconds.numpy()) if clock.reached() else None
+            ),
+            "start_step": start_step,
+            "retried_steps": counters["steps_started"] - counters["completed_steps"],
+            "duplicate_updates": counters["updates_applied"] - counters["completed_steps"],
+            "blocks": [[b.start, b.stop] for b in self.blocks],
+            **counters,
+        }
+
+
+class PhasedLoop:
+    """A trainer's steps through the PASSM+ phases, as ``trainers.controller``'s inner loop.
+
+    ``train(num_steps)`` runs the next ``num_steps`` steps, one chunk per phase they cross
+    (each chunk ends when every scheduled step has); ``evaluate()`` records a history entry.
+    ``step`` counts the steps the coordinator saw finish, in Python, so it can still be read
+    (for the error message) after a parameter server is gone.
+    """
+
+    def __init__(
+        self, trainer: PhasedTrainer, phases: Sequence[Phase], evaluate: EvaluateFn | None
+    ):
+        self.trainer = trainer
+        self.phases = list(phases)
+        self._evaluate = evaluate
+        self.step = int(trainer.state.completed_steps.numpy())
+        self.history: list[dict[str, Any]] = []
+        self.train_seconds = 0.0
+        self._last = {"mode": None, "learning_rate": None, "loss": None}
+
+    def train(self, num_steps: int) -> dict[str, float]:
+        began = time.perf_counter()
+        stop = self.step + num_steps
+        for phase in self.phases:
+            first, last = max(self.step, phase.start), min(stop, phase.stop)
+            if first >= last:
+                continue
+            self.trainer._train_chunk(phase.mode, last - first, phase.learning_rate)
+            loss = self.trainer._finish_chunk()
+            self._last = {"mode": phase.mode, "learning_rate": phase.learning_rate, "loss": loss}
+        self.step = stop
+        self.trainer.state.completed_steps.assign(stop)
+        seconds = time.perf_counter() - began
+        self.train_seconds += seconds
+        scalars = {"learning_rate": self._last["learning_rate"], "loop_seconds": seconds}
+        if self._last["loss"] is not None:
+            scalars["train_loss"] = self._last["loss"]
+        return scalars
+
+    def evaluate(self) -> dict[str, float]:
+        accuracy = float(self._evaluate(self.trainer.model)) if self._evaluate else None
+        record = {"step": self.step, **self._last, "train_seconds": self.train_seconds}
+        record["accuracy"] = accuracy
+        self.history.append(record)
+        logging.info("step %d %s", self.step, record)
+        return {} if accuracy is None else {"eval_accuracy": accuracy}
+
+
+def _run_reporting_lost_servers(outer: controller.Controller, inner: PhasedLoop, manager) -> None:
+    """``outer.run()``; a parameter server's death becomes a ``ParameterServerLostError``."""
+    try:
+        outer.run()
+    except tf.errors.OpError as error:
+        if "/job:ps" not in str(error) and not isinstance(error, tf.errors.UnavailableError):
+            raise
+        where = manager.latest_checkpoint if manager else None
+        raise ParameterServerLostError(
+            f"a parameter server stopped answering after step {inner.step} "
+            f"({type(error).__name__}). "
+            + (
+                f"Last checkpoint: {where}. Restart the parameter server and rerun the same "
+                f"command with the same workdir to resume from it."
+                if where
+                else "No checkpoint was written (no workdir, or before the first "
+                "evaluation); pass workdir= and a smaller eval_every to make runs resumable."
+            )
+        ) from error
