@@ -330,3 +330,17 @@ def test_batches_of_ids_are_the_epoch_order_cut_in_whole_batches(drop_remainder)
         assert [i for batch in batches for i in batch] == order[:cut]
         assert all(len(batch) == 8 for batch in batches[:-1])
         assert float(batched.epochs_read()) == float(one.epochs_read())  # whole epochs read
+
+
+def test_a_group_that_straddles_an_epoch_end_is_decided_by_each_epoch():
+    # 100 ids repeated: groups of up to 128 elements cross the epoch boundary at 100. The
+    # second epoch is the annealing one and keeps every example; a group decided by its first
+    # element's epoch pruned 17-20 of them.
+    losses = np.where(np.arange(100) < 50, 0.1, 3.0)
+    stage = echoing.loss_prune(
+        _table(losses), prune_ratio=0.5, num_epochs=2, anneal_fraction=0.5, seed=0
+    )
+    ids = [int(e["id"]) for e in _ids(100).repeat(2).apply(stage)]
+    first, second = ids[: ids.index(99) + 1], ids[ids.index(99) + 1 :]
+    assert sorted(second) == list(range(100))  # the annealing epoch: everything
+    assert 50 <= len(first) < 100  # the first epoch pruned easy ones (p(none) = 2**-50)

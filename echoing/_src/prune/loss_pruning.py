@@ -305,6 +305,26 @@ class LossPruning(tf.Module):
             )
 
     def _keep_group(self, batch):
+        # A group may straddle an epoch's end: each part is decided by its own epoch (the
+        # annealing epoch keeps everything, a new epoch takes its own threshold and draws).
+        size = tf.size(batch[self.id_key], out_type=tf.int64)
+        seen = self.seen_inputs.variable.read_value()
+        cut = tf.minimum(size, self.examples_per_epoch - seen % self.examples_per_epoch)
+        first = self._keep_part({key: value[:cut] for key, value in batch.items()})
+
+        def nothing():  # no element of the next epoch: it starts with the next group
+            empty = {key: value[:0] for key, value in batch.items()}
+            return {**empty, "sample_weight": tf.zeros([0], tf.float32)}
+
+        with tf.control_dependencies(tf.nest.flatten(first)):
+            second = tf.cond(
+                cut < size,
+                lambda: self._keep_part({key: value[cut:] for key, value in batch.items()}),
+                nothing,
+            )
+        return {key: tf.concat([first[key], second[key]], axis=0) for key in first}
+
+    def _keep_part(self, batch):
         ids = tf.cast(batch[self.id_key], tf.int64)
         size = tf.size(ids, out_type=tf.int64)
         epoch = self.seen_inputs.variable.read_value() // self.examples_per_epoch
