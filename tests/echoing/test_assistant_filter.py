@@ -234,3 +234,14 @@ def test_features_of_another_shape_than_the_assistant_are_refused_at_apply():
         r"features of shape \(40,\).*input_shape=\(20,\)",
     ):
         _source(16, width=20).apply(assistant_filter(Assistant(2, input_shape=(40,))))
+
+
+def test_reweighting_multiplies_an_upstream_sample_weight():
+    # After pruning (weights 2 on kept easy examples) the filter's 1/keep_prob multiplies them.
+    weighted = _source(64).map(lambda e: {**e, "sample_weight": tf.constant(3.0)})
+    filtered = weighted.apply(
+        assistant_filter(Assistant(2, input_shape=(4,)), base_prob=0.5, reweight=True, seed=0)
+    )
+    weights = [float(e["sample_weight"]) for e in filtered]
+    # An untrained Assistant scores 0.5: keep_prob 0.75, weight 3 / 0.75 = 4.
+    np.testing.assert_allclose(weights, 4.0, rtol=1e-5)

@@ -155,9 +155,10 @@ class AssistantFilter:
                 # Masking the group here leaves no per-element filter or map downstream.
                 kept_batch = {key: tf.boolean_mask(value, keep) for key, value in batch.items()}
                 if reweight:
-                    kept_batch["sample_weight"] = tf.math.reciprocal(
-                        tf.boolean_mask(keep_prob, keep)
-                    )
+                    weight = tf.math.reciprocal(tf.boolean_mask(keep_prob, keep))
+                    if "sample_weight" in kept_batch:  # an upstream weight (pruning's) multiplies
+                        weight *= tf.cast(kept_batch["sample_weight"], tf.float32)
+                    kept_batch["sample_weight"] = weight
                 return tf.identity(trailing), kept_batch
 
         random = tf.data.Dataset.random(seed=self.seed, rerandomize_each_iteration=True)
