@@ -132,8 +132,17 @@ _PAIRS = tf.data.Dataset.from_tensor_slices((X, Y))
             _PAIRS.shuffle(4).prefetch(1),
             {},
             ValueError,
-            r"shuffled anew every epoch .* another id each epoch.*with_ids\(dataset\)\.shuffle",
+            r"dataset's shuffle\(\) \(reshuffle_each_iteration=True\) changes that order .* "
+            r"another id each epoch.*with_ids\(dataset\) before shuffle\(\)",
         ),
+        (
+            _PAIRS.shuffle(4).map(lambda x, y: (x * 1.0, y)),
+            {},
+            ValueError,
+            r"dataset's shuffle\(\)",  # seen through the map
+        ),
+        (_PAIRS.repeat(2), {}, ValueError, r"dataset's repeat\(\) changes that order or count"),
+        (_PAIRS.apply(echoing.echo(1.5, seed=0)), {}, ValueError, r"dataset's echo stage changes"),
         (_PAIRS, {"start": -1}, ValueError, r"with_ids\(start=-1\).*>= 0"),
         (_PAIRS, {"start": 1.0}, TypeError, r"with_ids\(start=1.0\): expected a Python int"),
         (_PAIRS, {"start": True}, TypeError, r"with_ids\(start=True\)"),

@@ -42,6 +42,11 @@ def mark_echo(echoed: tf.data.Dataset, input_dataset: tf.data.Dataset, *, shuffl
         setattr(echoed, _ECHO_ATTRIBUTE, (input_dataset, bool(shuffled)))
 
 
+def is_echo_output(dataset: tf.data.Dataset) -> bool:
+    """Whether ``dataset`` is what an ``echoing.echo`` stage returned."""
+    return getattr(dataset, _ECHO_ATTRIBUTE, None) is not None
+
+
 def comes_out_of_batch(dataset: tf.data.Dataset) -> bool | None:
     """Whether ``dataset``'s elements come out of a batching stage (``batch``, ``padded_batch``,
     ``ragged_batch``, ``bucket_by_sequence_length``, ...) with no ``unbatch`` after it; ``None``

@@ -36,6 +36,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from echoing._src.core.checks import is_int
+from echoing._src.core.dataset_graph import is_echo_output
 
 # Element-preserving transformations seen through when looking for a batch, by class name.
 _SAME_ELEMENTS = frozenset(
@@ -179,12 +180,14 @@ def _check_elements(dataset, inputs_key, label_key, id_key):
             f"with_ids needs an unbatched dataset, got one made by {batch}, which would give "
             "one id per batch; add ids first and batch after: with_ids(dataset).batch(n)."
         )
-    if _reshuffled(dataset):
+    reordered = _reordered_by(dataset)
+    if reordered is not None:
         raise ValueError(
-            "with_ids numbers elements in the order they arrive, and this dataset is shuffled "
-            "anew every epoch (shuffle() with reshuffle_each_iteration=True), so an example "
-            "would get another id each epoch and its losses would be recorded as another "
-            "example's; add ids first and shuffle after: with_ids(dataset).shuffle(n)."
+            f"with_ids numbers elements in the order they arrive, and this dataset's {reordered} "
+            "changes that order or count from one epoch to the next, so an example would get "
+            "another id each epoch (or copies their own ids) and its losses would be recorded "
+            "as another example's; add ids to the source first: with_ids(dataset) before "
+            "shuffle(), repeat() or echo."
         )
 
 
@@ -210,10 +213,20 @@ def _batched_by(dataset: tf.data.Dataset) -> str | None:
     return None
 
 
-def _reshuffled(dataset: tf.data.Dataset) -> bool:
-    """Whether a shuffle that reorders every epoch is in plain sight before ``dataset``."""
-    return any(
-        type(stage).__name__.lstrip("_") == "ShuffleDataset"
-        and getattr(stage, "_reshuffle_each_iteration", True) is not False
-        for stage in _upstream(dataset)
-    )
+def _reordered_by(dataset: tf.data.Dataset) -> str | None:
+    """The stage before ``dataset`` that makes each pass differ (a shuffle that reshuffles, a
+    repeat, an echo stage), looking through every single-input stage (``map``, ``filter``, …);
+    None when none is in sight: best effort, not a proof."""
+    for _ in range(64):
+        name = type(dataset).__name__.lstrip("_")
+        if is_echo_output(dataset):
+            return "echo stage"
+        reshuffles = getattr(dataset, "_reshuffle_each_iteration", True) is not False
+        if name == "ShuffleDataset" and reshuffles:
+            return "shuffle() (reshuffle_each_iteration=True)"
+        if name == "RepeatDataset":
+            return "repeat()"
+        dataset = getattr(dataset, "_input_dataset", None)
+        if not isinstance(dataset, tf.data.Dataset):
+            return None
+    return None
