@@ -259,3 +259,9 @@ def test_a_batch_that_is_not_a_dict_is_described_not_printed(select, batch, desc
     with pytest.raises(TypeError, match=rf"{select}\(batch=\.\.\.\): .*got {described}\.$") as e:
         getattr(echoing, select)(batch, tf.ones([1000]), 2, **arguments)
     assert "999" not in str(e.value)  # the values (the repr printed all of them)
+
+
+def test_integer_scores_rank_as_numbers():
+    batch = {"x": tf.range(4)}
+    picked = echoing.select_rows(batch, tf.constant([3, 1, 2, 0], tf.int64), k=2)
+    assert picked["x"].numpy().tolist() == [0, 2]

@@ -47,7 +47,7 @@ def _config(**fields):
     [
         ({}, []),
         ({"echo": 2.0}, ["echo"]),
-        ({"echo_buffer_size": 100}, ["echo"]),
+        ({"echo_buffer_size": 100, "auto_echo_max_factor": 4.0}, ["auto_echo"]),
         ({"auto_echo_max_factor": 4.0}, ["auto_echo"]),
         ({"assist": True}, ["assistant"]),
         ({"echo": 2.0, "assist": True}, ["echo", "assistant"]),
@@ -144,6 +144,7 @@ def test_priority_technique_selects_its_own_batches_and_replaces_gradients():
     [
         ({"echo": 0.0}, ValueError, r"config echo must be a number > 0 \(1.0 = no echo\)"),
         ({"echo_buffer_size": -5}, ValueError, "echo_buffer_size must be >= 0"),
+        ({"echo_buffer_size": 100}, ValueError, r"echo_buffer_size=100 shuffles .* echo is off"),
         (
             {"echo_insert": "after_shuffle"},
             ValueError,

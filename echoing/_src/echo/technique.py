@@ -11,9 +11,9 @@ Example::
     print(list(dataset.as_numpy_iterator()))  # [0, 0, 1, 1, 2, 2]
 
 From a run config it reads ``echo``, ``echo_insert`` and ``echo_buffer_size``
-(``--config.echo=2 --config.echo_insert=after_augment``); a factor of 1 without a shuffle
-buffer is no technique at all. Echo has this one owner: the input pipeline never echoes by
-itself.
+(``--config.echo=2 --config.echo_insert=after_augment``); a factor of 1 is no technique at
+all (a shuffle buffer then belongs to AutoEcho's stage). Echo has this one owner: the input
+pipeline never echoes by itself.
 """
 
 from __future__ import annotations
@@ -67,6 +67,12 @@ def check_config(config) -> None:
             f"config echo_buffer_size must be >= 0 (0 = no shuffle after echo), got "
             f"{config.echo_buffer_size!r}."
         )
+    if config.echo_buffer_size and config.echo == 1 and not config.auto_echo_max_factor:
+        raise ValueError(
+            f"config echo_buffer_size={config.echo_buffer_size} shuffles echo's copies apart, "
+            "and echo is off (echo=1, auto_echo_max_factor=0); set the echo factor (e.g. "
+            "--config.echo=2, or auto_echo_max_factor for AutoEcho), or drop echo_buffer_size."
+        )
     if (
         config.data.source == "image_folder"
         and config.echo != 1
@@ -82,7 +88,7 @@ def check_config(config) -> None:
 
 def from_config(context: Context) -> EchoTechnique | None:
     config = context.config
-    if config.echo == 1 and not config.echo_buffer_size:
+    if config.echo == 1:  # off; a shuffle buffer then belongs to AutoEcho's stage
         return None
     return EchoTechnique(
         float(config.echo),

@@ -66,7 +66,8 @@ def select_rows(batch: dict, scores: tf.Tensor, k: int) -> dict:
         )
     )
     with tf.control_dependencies(checks):
-        ranked = tf.where(tf.math.is_finite(scores), tf.cast(scores, tf.float32), -float("inf"))
+        scores = tf.cast(scores, tf.float32)  # integer scores too (is_finite takes floats)
+        ranked = tf.where(tf.math.is_finite(scores), scores, -float("inf"))
         _, index = tf.math.top_k(ranked, k=k, sorted=False)
         index = tf.sort(index)  # the batch's own order, so a selection of all rows is the batch
     return {key: tf.gather(value, index) for key, value in batch.items()}
