@@ -38,7 +38,9 @@ class AutoEchoCallback(keras.callbacks.Callback):
     tf.data's injected final prefetch (``inject_prefetch``), which would run the recording ahead
     of the steps and credit each step with a later batch's time: that made every step look
     input-bound, and the factor climbed to its bound on pipelines that kept up. The factor is
-    added to the epoch logs (``History``, TensorBoard) as ``echo_factor``. A fit whose first
+    added to the epoch logs (``History``, TensorBoard) as ``echo_factor``; list this callback
+    before ``CSVLogger``/``TensorBoard`` in ``callbacks=``, which write the logs when their turn
+    comes (``History`` always runs last). A fit whose first
     epoch (or whole run, if shorter) ran train steps but stamped no batch warns, once per fit,
     that ``stamp`` is missing: without it nothing is observed and the factor stays where it is.
 
