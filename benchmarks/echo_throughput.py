@@ -47,7 +47,7 @@ import tensorflow as tf
 
 import echoing
 from echoing import meters
-from echoing._src.echo.echo import VECTORIZED_MAX_ELEMENT_BYTES
+from echoing._src.echo.vectorized import VECTORIZED_MAX_ELEMENT_BYTES
 
 RESULTS = harness.RESULTS
 

@@ -22,7 +22,8 @@ static element size:
 * **per-element** (the paper's ``flat_map(from_tensors(t).repeat(e))``): ~10-20 µs per input,
   copies nothing (the echoes share one buffer), and handles variable shapes, ragged and sparse.
 
-``benchmarks/echo_throughput.py`` measures both against ``echo`` on this machine.
+``benchmarks/echo_throughput.py`` measures both against ``echo`` on this machine. The copies per
+element and the meters are in ``counts.py``, the vectorised path in ``vectorized.py``.
 """
 
 from __future__ import annotations
@@ -30,27 +31,24 @@ from __future__ import annotations
 import math
 import numbers
 
-import numpy as np
 import tensorflow as tf
 
 from echoing._src.core import dataset_graph
 from echoing._src.core.meters import EchoMeters
 from echoing._src.core.types import DatasetTransformation
-
-# Elements whose dense components together are at most this many bytes take the vectorised path.
-# Measured crossover on a 2-core CPU (benchmarks/echo_throughput.py): the vectorised path copies
-# each echo, ~2 extra copies per output, and beats flat_map's fixed ~15 µs per input up to tens of
-# KiB per element; 224x224x3 uint8 images (147 KiB) are faster through flat_map.
-VECTORIZED_MAX_ELEMENT_BYTES = 32 * 1024
-
-# The vectorised path groups this many bytes of input per internal batch (bounded below and above
-# in elements). Bigger groups amortise per-batch overhead; smaller ones add less latency when the
-# upstream is slow, which is exactly when echo is used.
-_VECTORIZED_GROUP_BYTES = 256 * 1024
-_VECTORIZED_GROUP_MIN, _VECTORIZED_GROUP_MAX = 8, 256
-
-# Dataset.random yields uniform integers in [0, 2**32) (as int64); Bernoulli draws scale them.
-_RANDOM_RANGE = float(1 << 32)
+from echoing._src.echo.counts import (
+    MAX_FACTOR,
+    _child,
+    _count_groups,
+    _counted,
+    _counts,
+    _unpack,
+)
+from echoing._src.echo.vectorized import (  # noqa: F401 (the size bound, read here before)
+    VECTORIZED_MAX_ELEMENT_BYTES,
+    _repeat_vectorized,
+    _vectorized_element_bytes,
+)
 
 # The per-element path computes echo counts for this many examples at a time: one read (and
 # range check) of a live factor per group instead of per element, and an update of the factor
@@ -58,14 +56,6 @@ _RANDOM_RANGE = float(1 << 32)
 _PER_ELEMENT_COUNT_GROUP = 64
 
 _IMPLEMENTATIONS = ("auto", "vectorized", "per_element")
-
-# The largest echo factor accepted, static or live. The papers find echo useful up to e≈4-16
-# (beyond R = t_upstream / t_downstream more echoes cannot speed training up: the accelerator is
-# already busy, and an echo is worth less than a fresh example), so 1000 leaves a 60x margin for
-# experiments while refusing typos such as echo(1e9): the vectorised path materialises each
-# internal group (~256 KiB of input) e times, which measured +0.7 GiB and 1 s before the first
-# batch at e=1000, and +5.5 GiB and 14 s at e=1e4 (32 KiB elements, 2-core CPU).
-MAX_FACTOR = 1000.0
 
 
 def echo(
@@ -237,146 +227,6 @@ def _no_injected_prefetch(echoed: tf.data.Dataset) -> tf.data.Dataset:
     return echoed.with_options(options)
 
 
-def _repeat_vectorized(dataset, draws, factor, element_bytes, name, meters=None):
-    """batch(k) -> tf.repeat along the batch axis -> unbatch, with k sized to the element."""
-    group = int(
-        np.clip(
-            _VECTORIZED_GROUP_BYTES // max(element_bytes, 1),
-            _VECTORIZED_GROUP_MIN,
-            _VECTORIZED_GROUP_MAX,
-        )
-    )
-    batched = dataset.batch(group, name=_child(name, "batch"))
-    # Counting happens in the copying map itself, once per group. Its stateful increments would
-    # keep tf.data's map_parallelization from running the map in parallel, so a counted map asks
-    # for the parallelism itself (deterministic: the output order does not change). A separate
-    # counting map measured 6-12% of echo's throughput on small elements; this one is within
-    # the benchmark's noise, at most 4% (benchmarks/echo_throughput.py).
-    parallel = {}
-    if meters is not None:
-        parallel = dict(num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    if draws is None:
-
-        def repeat(*x):
-            x = _unpack(x)
-            repeated = tf.nest.map_structure(lambda t: tf.repeat(t, factor, axis=0), x)
-            return _counted_group(repeated, x, meters, factor)
-
-        return batched.map(repeat, name=_child(name, "repeat"), **parallel).unbatch(
-            name=_child(name, "unbatch")
-        )
-    live = isinstance(factor, tf.Variable)
-    # Live counts come from a map of their own (see _count_groups); static ones are cheaper
-    # computed inline, the copying map being stateless either way.
-    counts = (
-        _count_groups(draws, factor, group, name)
-        if live
-        else draws.batch(group, name=_child(name, "draws_batch"))
-    )
-    # zip stops at the shorter input; counts is infinite, so every element is kept.
-    zipped = tf.data.Dataset.zip((batched, counts), name=_child(name, "zip"))
-
-    def repeat_counted(x, counts):
-        if not live:
-            counts = _counts(counts, factor)  # the batch of draws, turned into counts
-        # The last batch may be short; take as many counts as it has elements.
-        counts = counts[: tf.shape(tf.nest.flatten(x)[0], out_type=tf.int64)[0]]
-        repeated = tf.nest.map_structure(lambda t: tf.repeat(t, counts, axis=0), x)
-        return _counted_group(repeated, x, meters, counts)
-
-    repeated = zipped.map(repeat_counted, name=_child(name, "repeat"), **parallel)
-    return repeated.unbatch(name=_child(name, "unbatch"))
-
-
-def _counted_group(repeated, group, meters: EchoMeters | None, echoes):
-    """``repeated``, after counting ``group`` (a batch of inputs) as fresh and ``echoes`` (a
-    static factor, or one count per input) as the outputs emitted from it."""
-    if meters is None:
-        return repeated
-    rows = tf.shape(tf.nest.flatten(group)[0], out_type=tf.int64)[0]
-    emitted = rows * echoes if isinstance(echoes, int) else tf.reduce_sum(echoes)
-    increments = [
-        meters.fresh.variable.assign_add(rows),
-        meters.emitted.variable.assign_add(tf.cast(emitted, tf.int64)),
-    ]
-    with tf.control_dependencies(increments):
-        return tf.nest.map_structure(tf.identity, repeated)
-
-
-def _counted(element, meters: EchoMeters | None, echoes):
-    """``element``, after counting it as one fresh input and ``echoes`` emitted outputs."""
-    if meters is None:
-        return element
-    increments = [
-        meters.fresh.variable.assign_add(1),
-        meters.emitted.variable.assign_add(tf.cast(echoes, tf.int64)),
-    ]
-    with tf.control_dependencies(increments):
-        return tf.nest.map_structure(tf.identity, element)
-
-
-def _count_groups(draws: tf.data.Dataset, factor, group: int, name: str | None):
-    """Batches of ``group`` echo counts, one per element, from the seeded ``draws``.
-
-    The factor is read in this map of its own, once per group. A live read is a stateful op
-    (and so is its range check): in the vectorised path's copying map it kept tf.data from
-    parallelising that map, as it does for static factors, and in the per-element flat_map it
-    cost a read and a check per element. Both measured slower than this separate map.
-
-    Example::
-
-        counts = _count_groups(tf.data.Dataset.random(seed=0), 1.5, 4, None)
-        next(iter(counts))  # 4 counts, each 1 or 2
-    """
-    return draws.batch(group, name=_child(name, "draws_batch")).map(
-        lambda draw: _counts(draw, factor), name=_child(name, "counts")
-    )
-
-
-def _counts(draw: tf.Tensor, factor) -> tf.Tensor:
-    """floor(factor) plus a Bernoulli(frac(factor)) draw from uniform int64 ``draw``."""
-    factor = _read_factor(factor)
-    whole = tf.floor(factor)
-    uniform = tf.cast(draw, tf.float64) / _RANDOM_RANGE
-    return tf.cast(whole, tf.int64) + tf.cast(uniform < (factor - whole), tf.int64)
-
-
-def _read_factor(factor) -> tf.Tensor:
-    """``factor`` as float64; a live tf.Variable is read here, once per call, and range-checked.
-
-    Whoever assigns the variable can write anything, and out of range it fails silently: <= 0 or
-    NaN empties the stream, 1e30 overflows the int64 count (one element repeated for ever). The
-    check is a few scalar ops per call, and ``_count_groups`` calls it once per group of counts.
-
-    Example::
-
-        factor = tf.Variable(2.0)
-        ds = tf.data.Dataset.range(3).apply(echo(factor))
-        factor.assign(-1.0)
-        list(ds)  # InvalidArgumentError: assertion failed: [the live echo factor (a
-                  # tf.Variable) must be in (0, 1000], got] [-1] [; assign a value in ...]
-    """
-    if not isinstance(factor, tf.Variable):
-        return tf.cast(factor, tf.float64)  # checked by the factory
-    read = factor.value()
-    value = tf.cast(read, tf.float64)
-    in_range = tf.logical_and(value > 0.0, value <= MAX_FACTOR)  # False for NaN
-    # Raw data, not a formatted string: Assert formats its data only on failure, so a passing
-    # check costs a few scalar ops.
-    check = tf.debugging.Assert(
-        in_range,
-        [
-            f"the live echo factor (a tf.Variable) must be in (0, {MAX_FACTOR:g}], got",
-            read,
-            "; assign a value in that range, e.g. factor.assign(2.0) (AutoEcho keeps its factor "
-            "in [1, max_factor]).",
-        ],
-        name="check_factor",
-    )
-    with tf.control_dependencies([check]):
-        return tf.identity(value)
-
-
 def _keep_cardinality(echoed, dataset, factor: float):
     """Restores the cardinality that flat_map/unbatch forget, where it is known for sure."""
     # Static only: inside a tf.function cardinality() is a runtime tensor, and guessing is worse.
@@ -391,36 +241,6 @@ def _keep_cardinality(echoed, dataset, factor: float):
     if cardinality >= 0 and not isinstance(factor, tf.Variable) and float(factor).is_integer():
         return echoed.apply(tf.data.experimental.assert_cardinality(cardinality * int(factor)))
     return echoed  # unknown input, or a random number of echoes per element
-
-
-def _vectorized_element_bytes(element_spec, implementation: str) -> int | None:
-    """Bytes per element if the vectorised path should run, else None (per-element path)."""
-    if implementation == "per_element":
-        return None
-    total = 0
-    for spec in tf.nest.flatten(element_spec):
-        fixed = isinstance(spec, tf.TensorSpec) and spec.shape.is_fully_defined()
-        # Strings and variants have no fixed size (and strings copy their payload anyway).
-        if not fixed or spec.dtype in (tf.string, tf.variant, tf.resource):
-            if implementation == "vectorized":
-                raise ValueError(
-                    f'implementation="vectorized" needs fixed-shape dense numeric elements, got '
-                    f'{element_spec}; use the default implementation="auto".'
-                )
-            return None
-        total += spec.shape.num_elements() * spec.dtype.size
-    if implementation == "vectorized" or total <= VECTORIZED_MAX_ELEMENT_BYTES:
-        return total
-    return None
-
-
-def _unpack(x: tuple):
-    """tf.data passes a top-level tuple as positional args; a 1-tuple of args is the element."""
-    return x[0] if len(x) == 1 else x
-
-
-def _child(name: str | None, suffix: str) -> str | None:
-    return f"{name}_{suffix}" if name else None
 
 
 def _validate_factor(factor) -> float | tf.Variable:
