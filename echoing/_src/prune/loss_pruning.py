@@ -39,29 +39,29 @@ Two ways to apply it, with the same decisions for the same seed and table:
 - **On a stream** (``dataset.apply(stage)``), for sources read in order (TFRecord shards): insert
   it as early as the elements carry their ``"id"``, before decoding. Elements are grouped
   ``group_size`` at a time and one sequential map decides a group from the table's live losses
-  (every ``examples_per_epoch`` inputs is an epoch). Batch with ``drop_remainder=True`` after it
-  for fixed shapes.
+  (every ``examples_per_epoch`` inputs is an epoch; ``stream.py``). Batch with
+  ``drop_remainder=True`` after it for fixed shapes.
 """
 
 from __future__ import annotations
 
 import math
 import random
-import warnings
 
 import numpy as np
 import tensorflow as tf
 
-from echoing._src.core import grouping, meters
+from echoing._src.core import meters
 from echoing._src.core.checks import in_interval, is_positive_int, is_real, is_seed, require
 from echoing._src.core.loss_table import LossTable, _host_variable
 from echoing._src.core.sources import random_access_source
+from echoing._src.prune.stream import StreamPruning
 
 # Ids decided per counting map on the by-id path: the count costs one small op per chunk.
 _CHUNK = 256
 
 
-class LossPruning(tf.Module):
+class LossPruning(StreamPruning, tf.Module):
     """The transformation :func:`loss_prune` returns; a ``tf.Module`` (checkpoint it with the run).
 
     ``stage.stats()`` reports inputs decided and kept, the epoch and its threshold so far;
@@ -258,98 +258,6 @@ class LossPruning(tf.Module):
             [self._epochs_read.assign(tf.cast(epoch, tf.float64) + fraction)]
         ):
             return tf.nest.map_structure(tf.identity, chunk)
-
-    # ------------------------------------------------------------------------- on a stream
-
-    def __call__(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        spec = dataset.element_spec
-        grouping.require_key(spec, self.id_key, "loss_prune", "id_key")
-        if not spec[self.id_key].dtype.is_integer:
-            raise TypeError(
-                f"loss_prune: element[{self.id_key!r}] must be a scalar integer id, got dtype "
-                f"{spec[self.id_key].dtype.name} ({spec[self.id_key]}); a cast would read 1.7 as "
-                "id 1, another example's. Give the examples int ids: echoing.with_ids(dataset), "
-                f"or map {self.id_key!r} to the example's integer row."
-            )
-        if spec[self.id_key].shape.rank != 0:
-            raise TypeError(
-                f"loss_prune: element[{self.id_key!r}] must be a scalar integer id, got "
-                f"{spec[self.id_key]}; insert the stage before batch()."
-            )
-        self._check_epoch_size(int(dataset.cardinality()))
-        return (
-            dataset.batch(grouping.group_size(spec, self.group_size))
-            # Sequential: each group's epoch and threshold follow from the groups before it.
-            .map(self._keep_group, name=f"{self.name}_keep")
-            .unbatch(name=f"{self.name}_unbatch")
-        )
-
-    def _check_epoch_size(self, size: int) -> None:
-        """An epoch longer than the input stretches pruning's epochs (threshold, anneal)."""
-        fix = (
-            "build the table with LossTable(number of examples), or pass examples_per_epoch ="
-            " the inputs per epoch"
-        )
-        if 0 <= size < self.examples_per_epoch:
-            raise ValueError(
-                f"loss_prune: the input holds {size} examples, but an epoch counts "
-                f"examples_per_epoch={self.examples_per_epoch} inputs (the loss table's size by "
-                f"default), so thresholds would refresh late and the anneal start late; {fix}."
-            )
-        if size < 0 and not self.epoch_size_given:  # unknown, or repeated: cannot tell
-            warnings.warn(
-                f"loss_prune counts an epoch as the loss table's {self.examples_per_epoch} "
-                f"inputs and cannot check it against this input (its size is unknown); if an "
-                f"epoch holds fewer, {fix}.",
-                stacklevel=3,
-            )
-
-    def _keep_group(self, batch):
-        # A group may straddle an epoch's end: each part is decided by its own epoch (the
-        # annealing epoch keeps everything, a new epoch takes its own threshold and draws).
-        size = tf.size(batch[self.id_key], out_type=tf.int64)
-        seen = self.seen_inputs.variable.read_value()
-        cut = tf.minimum(size, self.examples_per_epoch - seen % self.examples_per_epoch)
-        first = self._keep_part({key: value[:cut] for key, value in batch.items()})
-
-        def nothing():  # no element of the next epoch: it starts with the next group
-            empty = {key: value[:0] for key, value in batch.items()}
-            return {**empty, "sample_weight": tf.zeros([0], tf.float32)}
-
-        with tf.control_dependencies(tf.nest.flatten(first)):
-            second = tf.cond(
-                cut < size,
-                lambda: self._keep_part({key: value[cut:] for key, value in batch.items()}),
-                nothing,
-            )
-        return {key: tf.concat([first[key], second[key]], axis=0) for key in first}
-
-    def _keep_part(self, batch):
-        ids = tf.cast(batch[self.id_key], tf.int64)
-        size = tf.size(ids, out_type=tf.int64)
-        epoch = self.seen_inputs.variable.read_value() // self.examples_per_epoch
-        # A new epoch takes the table's mean (and its draws) once, at its first group.
-        new_epoch = tf.not_equal(epoch, self.threshold_epoch.read_value())
-        threshold = tf.cond(new_epoch, lambda: self._start_epoch(epoch), self.threshold.read_value)
-        with tf.control_dependencies([threshold]):
-            losses, seen = self.table.lookup(ids)  # checks the ids' range first
-        with tf.control_dependencies([losses]):
-            draws = tf.gather(self.draws, ids)
-        keep, easy = self._keep_rule(epoch, losses, seen, threshold, draws)
-        seen_after = self.seen_inputs.variable.assign_add(size)
-        updates = [
-            self.kept_inputs.variable.assign_add(tf.reduce_sum(tf.cast(keep, tf.int64))),
-            self._epochs_read.assign(
-                tf.cast(seen_after, tf.float64) / float(self.examples_per_epoch)
-            ),
-        ]
-        with tf.control_dependencies(updates):
-            kept = {key: tf.boolean_mask(value, keep) for key, value in batch.items()}
-        weight = self._weights(tf.boolean_mask(easy, keep))
-        if "sample_weight" in kept:  # an upstream weight (e.g. another filter's) multiplies
-            weight *= tf.cast(kept["sample_weight"], tf.float32)
-        kept["sample_weight"] = weight
-        return kept
 
     # ------------------------------------------------------------------------------ shared
 
