@@ -1,5 +1,8 @@
 """AutoAssist side by side: Boss steps, epochs and wall time to a target accuracy; throughput.
 
+A user's own loop: the Boss trains in a loop written here over the public library API
+(``echoing.assistant_filter``, ``echoing.AssistantLearner``), as the paper's training code does.
+
 Run::
 
     python benchmarks/autoassist.py           # default: 2 tasks x 4 methods x 3 seeds, 4-10 min

@@ -1,5 +1,9 @@
 """Prioritized gradient descent vs mini-batch SGD on MNIST-1D, side by side in one run.
 
+A user's own loop over the public library API (``echoing.priority_sample``,
+``echoing.PrioritizedStep``); ``--gather`` alone times internal parts of the sampler (a Python
+decode against the graph's), an ablation of the implementation, not a user path.
+
 Example::
 
     python benchmarks/pgd.py              # 3 models x 4 methods x 3 seeds, ~10 minutes on 2 cores

@@ -1,5 +1,8 @@
 """Priority sampling where it can win: clean data, the paper's MLP, and what loses the gain.
 
+A user's own loop over the public library API (``echoing.PrioritySampler``,
+``echoing.PriorityFeedback``, ``echoing.PriorityTable``), as the paper's algorithm is written.
+
 Example::
 
     python benchmarks/pgd_clean.py            # two data sets x 8 methods x 3 seeds (~35 min)

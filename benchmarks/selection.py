@@ -1,5 +1,9 @@
 """Selection side by side: loss-table pruning against the full data at its best, same workload.
 
+A user's own loop: each method trains in a loop written here over the public library API
+(``echoing.loss_prune``, ``echoing.select_rows``, the Assistants), as a user's training code
+would, not through the training binary.
+
 Run::
 
     python benchmarks/selection.py           # MNIST-1D 40k/10k, 1-D CNN, 4 sweeps, 3 seeds: ~30 min
