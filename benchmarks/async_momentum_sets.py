@@ -43,7 +43,9 @@ def train(setup: dict, *, workers: int, own_momentum: bool, rate: float, seed: i
     spec = importlib.util.spec_from_file_location("passm_config", f"{ROOT}/configs/passm.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    config = module.get_config("")
+    from trainers.passm.config import flat_view
+
+    config = flat_view(module.get_config(""))  # the flat names it sets and reads
     config.seed = seed
     data = async_experiment.data_config(config)
     keras.utils.set_random_seed(seed)

@@ -123,7 +123,9 @@ def _config(
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     variant, overrides = workload
-    config = module.get_config(variant)
+    from trainers.passm.config import flat_view
+
+    config = flat_view(module.get_config(variant))  # the flat names it sets and reads
     config.update(overrides)
     synchronous = method.startswith("sync")
     config.update(

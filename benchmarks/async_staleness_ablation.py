@@ -63,7 +63,9 @@ def _config(setup: dict, seed: int):
     spec = importlib.util.spec_from_file_location("passm_config", f"{ROOT}/configs/passm.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    config = module.get_config("")
+    from trainers.passm.config import flat_view
+
+    config = flat_view(module.get_config(""))  # the flat names it sets and reads
     config.update(seed=seed, num_steps=setup["num_steps"], num_workers=setup["workers"])
     if setup.get("momentum") is not None:
         config.momentum = setup["momentum"]

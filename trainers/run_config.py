@@ -25,17 +25,23 @@ config that still sets them there is read, with a FutureWarning, for one more re
 
 from __future__ import annotations
 
+import json
+
 import ml_collections
 from ml_collections import config_dict
 
 import pipelines
 from echoing import techniques
 from trainers import models, strategies
+from trainers.passm import config as passm_config
 
 
 def default_config() -> ml_collections.ConfigDict:
     """Every field ``run`` reads, at its default (the MNIST-1D CNN baseline)."""
     config = ml_collections.ConfigDict()
+    # "sync": this loop (trainers.experiment); "passm": the asynchronous partitioned trainer
+    # (trainers.passm, configs/passm.py), which reads its own fields from config.passm.
+    config.trainer = "sync"
     config.seed = 0
     config.data = pipelines.default_data_config()
     # None-valued fields become typed placeholders, so `--config.data.data_dir=DIR` and friends
@@ -76,6 +82,7 @@ def default_config() -> ml_collections.ConfigDict:
     # Train steps (and batches per timing) of `python -m trainers.train --diagnose`.
     config.diagnose_steps = 300
     techniques.default_config(config)
+    config.passm = passm_config.default_section()
     return config
 
 
@@ -147,6 +154,7 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     resolved = pipelines.locked_update(default_config(), given, "config")
     with resolved.unlocked():
         resolved.data = data
+    _check_trainer(resolved)
     _check_schedule(resolved)
     _check_strategy(resolved)
     _check_echo_insert(resolved)
@@ -157,6 +165,25 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
             f"config model must be one of {sorted(models.MODELS)}, got {resolved.model!r}."
         )
     return resolved
+
+
+def _check_trainer(config: ml_collections.ConfigDict) -> None:
+    if config.trainer not in passm_config.TRAINERS:
+        raise ValueError(
+            f"config trainer must be one of {passm_config.TRAINERS}, got {config.trainer!r}."
+        )
+    if config.trainer == "passm":
+        raise ValueError(
+            "config trainer='passm' trains with the asynchronous partitioned trainer, not this "
+            "loop: run it with `python -m trainers.train` (e.g. --config=configs/passm.py), or "
+            "trainers.passm.experiment.train_and_evaluate."
+        )
+    if json.loads(config.passm.to_json()) != json.loads(passm_config.default_section().to_json()):
+        raise ValueError(
+            "config passm.* fields apply to trainer='passm' (the asynchronous trainer), and this "
+            "config trains with trainer='sync'; drop the passm overrides or set "
+            "--config.trainer=passm."
+        )
 
 
 def _moved_echo_fields(data: ml_collections.ConfigDict, given: dict) -> dict:
@@ -207,8 +234,8 @@ def _check_strategy(config: ml_collections.ConfigDict) -> None:
         raise ValueError(
             "config strategy='parameter_server' runs the asynchronous partitioned trainer, not "
             "this loop: use `python -m trainers.train --strategy=parameter_server "
-            "--config=configs/passm.py` (a config with a `mode`), or strategy='multi_worker' for "
-            "synchronous data parallelism over several workers."
+            "--config=configs/passm.py` (a config with trainer='passm'), or "
+            "strategy='multi_worker' for synchronous data parallelism over several workers."
         )
     if config.strategy not in strategies.SYNCHRONOUS:
         raise ValueError(

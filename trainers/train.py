@@ -15,7 +15,7 @@ Example::
     python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/passm_ps \\
         --strategy=parameter_server   # the same on a loopback parameter-server cluster
     python -m trainers.train --serve=ps:0 --cluster_spec='{"worker": [...], "ps": [...]}'
-        # one server of a parameter-server cluster (its coordinator: --config.cluster_spec)
+        # one server of a parameter-server cluster (its coordinator: --config.passm.cluster_spec)
 
 ``--strategy`` (default: the config's ``strategy``) is one of ``default``, ``mirrored``,
 ``multi_worker`` (``MultiWorkerMirroredStrategy``: start the same command in every worker with
@@ -24,10 +24,10 @@ each worker reads its shard of the data; the chief writes ``--workdir``, the oth
 ``WORKDIR/workers/worker_I``),
 ``tpu`` (``--config.tpu=local`` on a TPU VM; train and eval steps are XLA-compiled) and
 ``parameter_server``, which runs ``trainers.passm.experiment`` on a parameter-server cluster
-and needs a config with a ``mode`` (``configs/passm.py``). A ``configs/passm.py`` config runs the
-asynchronous trainer without the flag too: on one host on its shared-memory backend (worker
-threads over one model, ``trainers.passm``); under a synchronous strategy it trains
-synchronously and says so.
+and needs a config with ``trainer = "passm"`` (``configs/passm.py``). A ``configs/passm.py``
+config runs the asynchronous trainer without the flag too: on one host on its shared-memory
+backend (worker threads over one model, ``trainers.passm``); under a synchronous strategy it
+trains synchronously and says so.
 
 The console shows the progress bar (on a terminal), evaluations and the summary;
 ``--verbose`` brings back TensorFlow's C++ notices, absl INFO lines and TFDS's messages
@@ -71,6 +71,7 @@ from ml_collections import config_flags
 
 import pipelines
 from trainers import checkpointing, experiment, interrupts, run_config, strategies
+from trainers.passm import config as passm_config
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config",
@@ -109,7 +110,7 @@ _SERVE = flags.DEFINE_string(
     "Instead of training: run task JOB:INDEX (worker:0, ps:0, ...) of --cluster_spec as a "
     "tf.distribute server until killed; what every worker and parameter server of a "
     "parameter-server cluster runs (the coordinator runs --config=configs/passm.py with "
-    "--config.cluster_spec).",
+    "--config.passm.cluster_spec).",
 )
 _VERBOSE = flags.DEFINE_bool(
     "verbose",
@@ -154,15 +155,15 @@ def _main(argv: list[str]) -> None:
         config.strategy = _STRATEGY.value
     if _EVAL_ONLY.value and _DIAGNOSE.value:
         raise app.UsageError("--eval_only and --diagnose each replace training: pass one.")
-    if "mode" in config:
-        # configs/passm.py and the like: the asynchronous partitioned trainer's configs.
+    if passm_config.is_passm(config):
+        # configs/passm.py and the like (trainer = "passm"): the asynchronous trainer.
         for flag, what in (
             (_DIAGNOSE, "times the synchronous loop's input pipeline"),
             (_EVAL_ONLY, "evaluates the synchronous loop's checkpoints"),
         ):
             if flag.value:
                 raise app.UsageError(
-                    f"--{flag.name} {what}; this config (with a `mode`) belongs to the "
+                    f"--{flag.name} {what}; this config (trainer='passm') belongs to the "
                     "asynchronous trainer. Use e.g. configs/mnist1d.py."
                 )
         with _one_line_errors():
@@ -170,7 +171,8 @@ def _main(argv: list[str]) -> None:
     elif config.strategy == "parameter_server":
         raise app.UsageError(
             "--strategy=parameter_server runs the asynchronous partitioned trainer, which needs "
-            "a config with a `mode` (assm | passm | passm_plus), e.g. --config=configs/passm.py; "
+            "a config with trainer='passm' (its passm.mode: assm | passm | passm_plus), e.g. "
+            "--config=configs/passm.py; "
             "this config trains with the synchronous loop: use --strategy=default, mirrored, "
             "multi_worker or tpu."
         )
@@ -310,7 +312,7 @@ def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) 
     """``trainers.passm.experiment`` on the config's backend; prints the result's summary.
 
     One host (no ``cluster_spec``): the shared-memory backend, c worker threads over one model;
-    ``--strategy=parameter_server`` (or ``--config.backend=parameter_server``) runs a loopback
+    ``--strategy=parameter_server`` (or ``--config.passm.backend=parameter_server``) runs a loopback
     parameter-server cluster instead. Under a synchronous strategy the asynchronous modes fall
     back to synchronous SGD with a logged warning (``passm.experiment.train_and_evaluate``).
     Ctrl-C or SIGTERM save a checkpoint at the end of the current evaluation interval (exit
@@ -318,6 +320,8 @@ def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) 
     """
     from trainers.passm import experiment as async_experiment
     from trainers.passm import phased
+
+    config = passm_config.flat_view(config)
 
     if strategy_flag == "parameter_server" and config.get("backend", "auto") == "auto":
         config.backend = "parameter_server"  # asked for by name: the cluster, not threads

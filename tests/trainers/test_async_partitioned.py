@@ -125,7 +125,7 @@ def test_momentum_update_matches_heavy_ball(momentum):
 def _smoke_config(mode: str):
     config = passm_config.get_config("smoke")
     config.strategy = "default"
-    config.mode = mode
+    config.passm.mode = mode
     return config
 
 
@@ -163,9 +163,10 @@ def test_sync_mode_logs_no_fallback(caplog, tmp_path):
     assert result["mode"] == "sync"
 
 
-def _config_with(**overrides):
+def _config_with(strategy="parameter_server", mode="passm_plus", cluster_spec=""):
     config = passm_config.get_config("smoke")
-    config.update(overrides)
+    config.strategy, config.passm.mode = strategy, mode
+    config.passm.cluster_spec = cluster_spec
     return config
 
 
@@ -221,14 +222,14 @@ def _tiny_model():
                 _smoke_config("fast"), None, tf.distribute.get_strategy()
             ),
             ValueError,
-            "config.mode must be one of .*got 'fast'",
+            "config.passm.mode must be one of .*got 'fast'",
         ),
         (
             lambda: async_experiment.train_and_evaluate(
                 _config_with(mode="sync", strategy="parameter_server"), None
             ),
             ValueError,
-            "mode='sync' with a ParameterServerStrategy: parameter-server training is async",
+            "passm.mode='sync' with a ParameterServerStrategy: parameter-server training is",
         ),
         (lambda: passm_config.get_config("big"), ValueError, "variant must be one of"),
     ],
@@ -241,12 +242,11 @@ def test_bad_arguments_raise_clear_errors(call, error, match):
 @pytest.mark.parametrize("variant", ["smoke", "resnet_smoke"])
 def test_config_smoke_variants_train(variant, tmp_path):
     config = passm_config.get_config(variant)
-    config.strategy = "default"
-    config.mode = "sync"
+    config.strategy, config.passm.mode = "default", "sync"
     result = async_experiment.train_and_evaluate(config, str(tmp_path))
     assert result["completed_steps"] == result["updates_applied"] == config.num_steps
     assert [h["step"] for h in result["history"]] == list(
-        range(config.eval_every, config.num_steps + 1, config.eval_every)
+        range(config.eval_every_steps, config.num_steps + 1, config.eval_every_steps)
     )
     assert 0.0 <= result["final_accuracy"] <= 1.0
     assert (

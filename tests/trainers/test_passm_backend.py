@@ -9,7 +9,8 @@ import keras
 import pytest
 import tensorflow as tf
 
-from trainers import train
+from trainers import run_config, train
+from trainers.passm import config as passm_config
 from trainers.passm import experiment as async_experiment
 from trainers.passm import resolve_backend
 
@@ -42,10 +43,10 @@ def test_backend_follows_the_config(load_config, overrides, strategy, expected):
 @pytest.mark.parametrize(
     "overrides, strategy, match",
     [
-        ({"backend": "threads"}, None, "config.backend must be one of .*got 'threads'"),
+        ({"backend": "threads"}, None, "config.passm.backend must be one of .*got 'threads'"),
         ({"backend": "shared_memory", "cluster_spec": SPEC}, None,
-         "config.cluster_spec names a cluster; drop --config.cluster_spec, or use "
-         "--config.backend=parameter_server"),
+         "config.passm.cluster_spec names a cluster; drop --config.passm.cluster_spec, or use "
+         "--config.passm.backend=parameter_server"),
         ({"backend": "shared_memory", "strategy": "mirrored"}, None,
          "runs its own worker threads, not config.strategy='mirrored'"),
         ({"backend": "parameter_server", "strategy": "default"}, None,
@@ -58,7 +59,8 @@ def test_backend_follows_the_config(load_config, overrides, strategy, expected):
 )  # fmt: skip
 def test_contradictory_backends_name_both_and_the_fix(load_config, overrides, strategy, match):
     config = load_config("passm", "smoke")
-    config.update(overrides)
+    for key, value in overrides.items():  # strategy is the run's; the rest the passm section's
+        (config if key == "strategy" else config.passm)[key] = value
     with pytest.raises(ValueError, match=match):
         resolve_backend(config, strategy)
 
@@ -92,7 +94,8 @@ def test_binary_runs_the_smoke_config_on_shared_memory_by_default(
 @pytest.mark.parametrize(
     "arguments, backend",
     [([], "auto"), (["--strategy=parameter_server"], "parameter_server"),
-     (["--config.backend=shared_memory", "--strategy=parameter_server"], "shared_memory")],
+     (["--config.passm.backend=shared_memory", "--strategy=parameter_server"],
+      "shared_memory")],
 )  # fmt: skip
 def test_strategy_flag_parameter_server_asks_for_the_cluster(
     arguments, backend, tmp_path, monkeypatch, capsys, parse_binary_flags
@@ -107,3 +110,22 @@ def test_strategy_flag_parameter_server_asks_for_the_cluster(
     parse_binary_flags(["train", f"--config={PASSM}:smoke", f"--workdir={tmp_path}", *arguments])
     train.main(["train"])
     assert seen == {"backend": backend, "strategy": None}
+
+
+def test_the_schema_before_is_read_with_a_warning_naming_the_new_keys(load_config):
+    config = load_config("passm", "smoke")
+    config.mode, config.eval_every = "assm", 4  # --config.mode=assm --config.eval_every=4
+    with pytest.warns(FutureWarning, match=r"--config.mode is now --config.passm.mode"):
+        flat = passm_config.flat_view(config)
+    assert (flat.mode, flat.eval_every, flat.num_workers) == ("assm", 4, 2)
+
+
+def test_a_sync_run_config_refuses_passm_fields():
+    config = run_config.default_config()
+    config.passm.num_workers = 4
+    with pytest.raises(ValueError, match=r"passm.\* fields apply to trainer='passm'"):
+        run_config.resolve_config(config)
+    config = run_config.default_config()
+    config.trainer = "passm"
+    with pytest.raises(ValueError, match=r"trainer='passm' trains with the asynchronous"):
+        run_config.resolve_config(config)

@@ -157,7 +157,7 @@ def test_the_strategy_flag_is_validated_when_parsed(mnist1d_config_path, monkeyp
     ("strategy", "status", "message"),
     [
         # A usage error: one line on stderr and exit status 2 (no usage text).
-        ("parameter_server", 2, "^error: .*needs a config with a `mode`"),
+        ("parameter_server", 2, "^error: .*needs a config with trainer='passm'"),
         # A ValueError of the run: one line on stderr and exit status 1 (no traceback).
         ("tpu", 1, "^error: .*strategy='tpu' needs a TPU"),
     ],

@@ -35,6 +35,7 @@ from absl import logging
 import pipelines
 from pipelines.sources import generated
 from trainers import checkpointing, experiment, models, passm, strategies
+from trainers.passm import config as passm_config
 from trainers.passm import parameter_server
 from trainers.passm import schedule as passm_schedule
 
@@ -54,6 +55,7 @@ def train_and_evaluate(
     writes it to ``workdir/result.json`` when ``workdir`` is set, with ``model_path``: the
     trained model, ``workdir/model.keras``.
     """
+    config = passm_config.flat_view(config)
     # One run per workdir, checked first: a second run would interleave metrics and delete the
     # first's saves, and is refused before any cluster starts.
     with checkpointing.WorkdirLock(workdir) if workdir else contextlib.nullcontext():
@@ -108,16 +110,18 @@ def _check_mode(config, strategy) -> None:
     if strategy is None and config.strategy not in STRATEGIES:
         raise ValueError(f"config.strategy must be one of {STRATEGIES}, got {config.strategy!r}.")
     if config.mode not in passm_schedule.MODES:
-        raise ValueError(f"config.mode must be one of {passm_schedule.MODES}, got {config.mode!r}.")
+        raise ValueError(
+            f"config.passm.mode must be one of {passm_schedule.MODES}, got {config.mode!r}."
+        )
     if strategy is None:
         is_ps = config.strategy == "parameter_server"
     else:
         is_ps = isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
     if config.mode == "sync" and is_ps:
         raise ValueError(
-            "mode='sync' with a ParameterServerStrategy: parameter-server training is "
-            "asynchronous; use mode='assm' for full-gradient async steps, or strategy='default' "
-            "/ 'mirrored' for synchronous SGD."
+            "passm.mode='sync' with a ParameterServerStrategy: parameter-server training is "
+            "asynchronous; use passm.mode='assm' for full-gradient async steps, or "
+            "strategy='default' / 'mirrored' for synchronous SGD."
         )
 
 
@@ -162,6 +166,7 @@ def _phases(config, mode: str, num_workers: int) -> list[passm_schedule.Phase]:
 def data_config(config) -> ml_collections.ConfigDict:
     """The run's data through the one data path (``pipelines.make_datasets``): in-memory arrays
     (``pipelines.sources.generated``), fully shuffled, no augmentation."""
+    config = passm_config.flat_view(config)
     data = pipelines.default_data_config()
     data.source, data.augment = "arrays", "none"
     data.train_arrays, data.eval_arrays = generated.arrays(

@@ -1,0 +1,140 @@
+"""The asynchronous trainer's fields in the one run-config schema, and the flat view it reads.
+
+A run config (``trainers.run_config.default_config()``) names its trainer: ``trainer = "sync"``
+(the loop of ``trainers.experiment``) or ``"passm"`` (ASSM / PASSM / PASSM+, this package). The
+fields both read keep their one place: ``seed``, ``model``, ``learning_rate``, ``num_steps``,
+``eval_every_steps``, ``target_accuracy``, ``strategy``, and ``data.num_train``,
+``data.num_eval``, ``data.batch_size``; the asynchronous trainer's own are in ``config.passm``::
+
+    python -m trainers.train --config=configs/passm.py:smoke --workdir=/tmp/passm \
+        --config.passm.mode=passm --config.passm.num_workers=4 --config.num_steps=200
+
+    from trainers import run_config
+    from trainers.passm import config as passm_config
+
+    config = run_config.default_config()
+    config.trainer, config.passm.mode = "passm", "assm"
+    flat = passm_config.flat_view(config)  # flat.mode == "assm", flat.eval_every == 200
+
+The flat keys of the schema before (``--config.mode``, ``--config.num_workers``, ...) are still
+read, with a FutureWarning that names the new key, for one more release: ``configs/passm.py``
+keeps them as unset placeholders (``add_legacy_placeholders``) so that the command line parses.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import ml_collections
+from ml_collections import config_dict
+
+TRAINERS = ("sync", "passm")
+
+# The flat keys of the schema before -> their place now (and the type of their placeholder).
+LEGACY_KEYS = {
+    "mode": ("passm.mode", str),
+    "num_workers": ("passm.num_workers", int),
+    "backend": ("passm.backend", str),
+    "cluster_spec": ("passm.cluster_spec", str),
+    "momentum": ("passm.momentum", float),
+    "decay_fractions": ("passm.decay_fractions", tuple),
+    "decay_factor": ("passm.decay_factor", float),
+    "assm_warmup_fraction": ("passm.assm_warmup_fraction", float),
+    "assm_window_fraction": ("passm.assm_window_fraction", float),
+    "steps_per_closure": ("passm.steps_per_call", int),
+    "dataset": ("passm.dataset", str),
+    "data_seed": ("passm.data_seed", int),
+    "eval_every": ("eval_every_steps", int),
+    "num_train": ("data.num_train", int),
+    "num_eval": ("data.num_eval", int),
+    "batch_size": ("data.batch_size", int),
+}
+
+
+def default_section() -> ml_collections.ConfigDict:
+    """``config.passm``: the asynchronous trainer's own fields, at their defaults."""
+    section = ml_collections.ConfigDict()
+    section.mode = "passm_plus"  # sync | assm | passm | passm_plus
+    section.num_workers = 2
+    # auto: shared_memory (threads over one model, this host) unless cluster_spec names a
+    # cluster, then parameter_server; or name either.
+    section.backend = "auto"
+    section.cluster_spec = ""  # JSON {worker, ps, chief}: train on that parameter-server cluster
+    section.momentum = 0.9
+    section.decay_fractions = (0.5, 0.75)  # learning rate x decay_factor at these run fractions
+    section.decay_factor = 0.1
+    section.assm_warmup_fraction = 0.25  # PASSM+: full-gradient steps before PASSM starts
+    section.assm_window_fraction = 0.1  # PASSM+: full-gradient window around each LR decay
+    # Steps per scheduled closure (parameter server) or per compiled call of a worker thread
+    # (shared memory): amortises dispatch; fewer balance the end of a phase better.
+    section.steps_per_call = 10
+    # The generated data set (pipelines.sources.generated): "mnist1d" | "generated_images".
+    section.dataset = "mnist1d"
+    section.data_seed = 0
+    return section
+
+
+def add_legacy_placeholders(config: ml_collections.ConfigDict) -> None:
+    """Unset placeholders for the schema before's flat keys, so ``--config.mode=...`` parses."""
+    for key, (_, kind) in LEGACY_KEYS.items():
+        config[key] = config_dict.placeholder(kind)
+
+
+def flat_view(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """The flat names the trainer's code reads (``mode``, ``eval_every``, ``num_train``, ...).
+
+    A config of the run-config schema (with a ``passm`` section) is read from its fields, after
+    moving any legacy flat key that is set there, with a FutureWarning; a flat config of the
+    schema before is returned as it is.
+    """
+    if "passm" not in config:
+        return config
+    moved = {key: config[key] for key in LEGACY_KEYS if config.get(key) is not None}
+    if moved:
+        warnings.warn(
+            "configs/passm.py's flat keys moved: "
+            + ", ".join(f"--config.{key} is now --config.{LEGACY_KEYS[key][0]}" for key in moved)
+            + "; the old ones are read for one more release.",
+            FutureWarning,
+            stacklevel=2,
+        )
+    section, data = config.passm, config.data
+
+    def value(key: str, new):
+        return moved.get(key, new)
+
+    target = config.get("target_accuracy") or None  # 0.0: no target, as for the sync trainer
+    return ml_collections.ConfigDict(
+        {
+            "strategy": config.strategy,
+            "backend": value("backend", section.backend),
+            "cluster_spec": value("cluster_spec", section.cluster_spec),
+            "mode": value("mode", section.mode),
+            "num_workers": value("num_workers", section.num_workers),
+            "dataset": value("dataset", section.dataset),
+            "model": config.model,
+            "num_train": value("num_train", data.num_train),
+            "num_eval": value("num_eval", data.num_eval),
+            "data_seed": value("data_seed", section.data_seed),
+            "seed": config.seed,
+            "batch_size": value("batch_size", data.batch_size),
+            "num_steps": config.num_steps,
+            "learning_rate": config.learning_rate,
+            "momentum": value("momentum", section.momentum),
+            "decay_fractions": tuple(value("decay_fractions", section.decay_fractions)),
+            "decay_factor": value("decay_factor", section.decay_factor),
+            "assm_warmup_fraction": value("assm_warmup_fraction", section.assm_warmup_fraction),
+            "assm_window_fraction": value("assm_window_fraction", section.assm_window_fraction),
+            "eval_every": value("eval_every", config.eval_every_steps),
+            "steps_per_closure": value("steps_per_closure", section.steps_per_call),
+            "target_accuracy": target,
+        }
+    )
+
+
+def is_passm(config: ml_collections.ConfigDict) -> bool:
+    """Whether ``config`` runs on the asynchronous trainer: ``trainer = "passm"``, or a flat
+    config of the schema before (with a ``mode``)."""
+    if "trainer" in config:
+        return config.trainer == "passm"
+    return "mode" in config
