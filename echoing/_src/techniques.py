@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from echoing._src import compatibility
 from echoing._src.assist import technique as assistant
 from echoing._src.assist.technique import AssistantTechnique
 from echoing._src.core.technique import (
@@ -45,6 +46,7 @@ def check_config(config) -> None:
     """Raises ValueError/TypeError for a bad technique field or combination in ``config``."""
     for module in MODULES:
         module.check_config(config)
+    compatibility.check(config)  # the pairs of techniques one run cannot combine
 
 
 def from_config(context: Context, extra: Sequence[Technique] = ()) -> list[Technique]:

@@ -197,6 +197,11 @@ def test_priority_technique_selects_its_own_batches_and_replaces_gradients():
         ({"select_ratio": 1.5}, ValueError, r"select_ratio must be in \(0, 1\]"),
         ({"select_ratio": 0.001, "data_batch_size": 8}, ValueError, "selects no rows"),
         ({"select_ratio": 0.5, "pgd": True}, ValueError, "PGD chooses its own batches"),
+        (
+            {"pgd": True, "prune": True},
+            ValueError,
+            r"config pgd=True cannot be combined with prune=True: pgd draws the train batches",
+        ),
         ({"select_mode": "best"}, ValueError, r"select_mode='best': expected one of \('top'"),
     ],
 )
@@ -269,3 +274,12 @@ def test_a_hook_without_its_declaration_is_refused_when_the_class_is_defined():
 
         class Claims(techniques.Technique):
             replaces_gradients = True
+
+
+def test_the_compatibility_table_names_only_techniques_it_can_switch():
+    from echoing._src import compatibility
+
+    named = {name for pair in compatibility.INCOMPATIBLE for name in pair}
+    assert named <= set(compatibility.SWITCHES)
+    config = run_config.resolve_config(_config(echo=2.0, assist=True, prune=True))
+    compatibility.check(config)  # echo, the Assistant and pruning run together

@@ -43,5 +43,8 @@ def test_pgd_measures_priorities_and_checkpoints_the_table(
 
 def test_pgd_refuses_echo(load_config):
     config = load_config("mnist1d", "pgd=1,echo=2,smoke")
-    with pytest.raises(ValueError, match="pgd=True draws batches from a priority table"):
+    with pytest.raises(
+        ValueError,
+        match=r"pgd=True cannot be combined with echo=2\.0: pgd draws the train batches from a",
+    ):
         experiment.resolve_config(config)

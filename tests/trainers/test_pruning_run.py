@@ -91,7 +91,7 @@ def test_the_technique_feeds_its_table_and_reports_progress():
         ({"prune_anneal": 2.0}, r"prune_anneal must be a number in \[0, 1\], got 2.0"),
         ({"prune_epochs": -1}, r"prune_epochs must be >= 0"),
         ({"strategy": "tpu"}, r"prune=True with strategy='tpu'"),
-        ({"pgd": True}, r"prune=True and pgd=True"),
+        ({"pgd": True}, r"pgd=True cannot be combined with prune=True"),
         ({"eval_every_fresh_examples": 100}, r"when pruning drops examples"),
     ],
 )

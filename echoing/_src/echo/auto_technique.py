@@ -76,11 +76,6 @@ def check_config(config) -> None:
         raise ValueError(
             f"config auto_echo_max_factor must be 0 (off) or a number >= 1, got {auto!r}; e.g. 8."
         )
-    if auto and config.echo != 1:
-        raise ValueError(
-            f"config auto_echo_max_factor={auto} sets the echo factor itself; set echo=1 "
-            f"(got {config.echo!r}) or auto_echo_max_factor=0."
-        )
 
 
 def from_config(context: Context) -> AutoEchoTechnique | None:

@@ -121,8 +121,6 @@ def check_config(config) -> None:
             f"config select_ratio={config.select_ratio} of batch_size={config.data.batch_size} "
             "selects no rows; raise either."
         )
-    if config.pgd:
-        raise ValueError("config select_ratio < 1 and pgd=True: PGD chooses its own batches.")
 
 
 def from_config(context: Context) -> InBatchSelection | None:

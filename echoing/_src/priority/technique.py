@@ -139,12 +139,6 @@ def check_config(config) -> None:
             "Use strategy='default', 'mirrored' or 'multi_worker' for pgd."
         )
     config_checks.refuse_fresh_evaluation(config, "PGD selects batches")
-    if config.assist or config.auto_echo_max_factor or config.echo != 1:
-        raise ValueError(
-            "config pgd=True draws batches from a priority table, not from the input pipeline; "
-            f"it cannot be combined with assist={config.assist}, auto_echo_max_factor="
-            f"{config.auto_echo_max_factor} or echo={config.echo}. Turn those off."
-        )
 
 
 def from_config(context: Context) -> PriorityTechnique | None:

@@ -124,8 +124,6 @@ def check_config(config) -> None:
             "strategy='default', 'mirrored' or 'multi_worker'."
         )
     config_checks.refuse_fresh_evaluation(config, "pruning drops examples")
-    if config.pgd:
-        raise ValueError("config prune=True and pgd=True: PGD does not read the input pipeline.")
 
 
 def from_config(context: Context) -> PruningTechnique | None:

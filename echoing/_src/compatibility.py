@@ -1,0 +1,54 @@
+"""Which techniques one run can combine: one table, instead of checks inside each technique.
+
+Example::
+
+    from echoing._src import compatibility
+
+    sorted(compatibility.INCOMPATIBLE)[0]  # ('auto_echo', 'echo')
+
+``check(config)`` refuses a run config that turns on two techniques of a pair below, naming both
+settings and why; ``echoing.techniques.check_config`` calls it after each technique has checked
+its own fields.
+"""
+
+from __future__ import annotations
+
+# Technique -> the config setting that turns it on, as the message shows it (None: off).
+SWITCHES = {
+    "echo": lambda config: f"echo={config.echo}" if config.echo != 1 else None,
+    "auto_echo": lambda config: (
+        f"auto_echo_max_factor={config.auto_echo_max_factor}"
+        if config.auto_echo_max_factor
+        else None
+    ),
+    "assist": lambda config: "assist=True" if config.assist else None,
+    "prune": lambda config: "prune=True" if config.prune else None,
+    "pgd": lambda config: "pgd=True" if config.pgd else None,
+    "select": lambda config: (
+        f"select_ratio={config.select_ratio}" if config.select_ratio < 1 else None
+    ),
+}
+
+_PGD_DRAWS = (
+    "pgd draws the train batches from a priority table, not from the input pipeline, so that "
+    "pipeline's stages would never run"
+)
+# (technique, technique) -> why one run cannot have both.
+INCOMPATIBLE = {
+    ("auto_echo", "echo"): "AutoEcho sets the echo factor itself; set echo=1",
+    ("pgd", "echo"): _PGD_DRAWS,
+    ("pgd", "auto_echo"): _PGD_DRAWS,
+    ("pgd", "assist"): _PGD_DRAWS,
+    ("pgd", "prune"): _PGD_DRAWS,
+    ("select", "pgd"): "PGD chooses its own batches",
+}
+
+
+def check(config) -> None:
+    """Raises ValueError naming the first incompatible pair ``config`` turns on."""
+    for (first, second), why in INCOMPATIBLE.items():
+        setting, other = SWITCHES[first](config), SWITCHES[second](config)
+        if setting and other:
+            raise ValueError(
+                f"config {setting} cannot be combined with {other}: {why}; turn one of them off."
+            )
