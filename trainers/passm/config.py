@@ -51,6 +51,15 @@ LEGACY_KEYS = {
 }
 
 
+# Every flat name the trainer's code reads -> its field in the run config: the schema before's
+# keys where they moved, and the fields both trainers share.
+_FLAT_PATHS = {
+    **{key: path for key, (path, _) in LEGACY_KEYS.items()},
+    **{key: key for key in ("strategy", "model", "seed", "num_steps", "learning_rate")},
+    "target_accuracy": "target_accuracy",
+}
+
+
 def default_section() -> ml_collections.ConfigDict:
     """``config.passm``: the asynchronous trainer's own fields, at their defaults."""
     section = ml_collections.ConfigDict()
@@ -98,38 +107,17 @@ def flat_view(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
             FutureWarning,
             stacklevel=2,
         )
-    section, data = config.passm, config.data
+    flat = {key: moved.get(key, _read(config, path)) for key, path in _FLAT_PATHS.items()}
+    flat["decay_fractions"] = tuple(flat["decay_fractions"])
+    flat["target_accuracy"] = flat["target_accuracy"] or None  # 0.0: no target, as for sync
+    return ml_collections.ConfigDict(flat)
 
-    def value(key: str, new):
-        return moved.get(key, new)
 
-    target = config.get("target_accuracy") or None  # 0.0: no target, as for the sync trainer
-    return ml_collections.ConfigDict(
-        {
-            "strategy": config.strategy,
-            "backend": value("backend", section.backend),
-            "cluster_spec": value("cluster_spec", section.cluster_spec),
-            "mode": value("mode", section.mode),
-            "num_workers": value("num_workers", section.num_workers),
-            "dataset": value("dataset", section.dataset),
-            "model": config.model,
-            "num_train": value("num_train", data.num_train),
-            "num_eval": value("num_eval", data.num_eval),
-            "data_seed": value("data_seed", section.data_seed),
-            "seed": config.seed,
-            "batch_size": value("batch_size", data.batch_size),
-            "num_steps": config.num_steps,
-            "learning_rate": config.learning_rate,
-            "momentum": value("momentum", section.momentum),
-            "decay_fractions": tuple(value("decay_fractions", section.decay_fractions)),
-            "decay_factor": value("decay_factor", section.decay_factor),
-            "assm_warmup_fraction": value("assm_warmup_fraction", section.assm_warmup_fraction),
-            "assm_window_fraction": value("assm_window_fraction", section.assm_window_fraction),
-            "eval_every": value("eval_every", config.eval_every_steps),
-            "steps_per_closure": value("steps_per_closure", section.steps_per_call),
-            "target_accuracy": target,
-        }
-    )
+def _read(config: ml_collections.ConfigDict, path: str):
+    """``config``'s field at a dotted ``path``, e.g. ``"passm.mode"``."""
+    for key in path.split("."):
+        config = config[key]
+    return config
 
 
 def is_passm(config: ml_collections.ConfigDict) -> bool:
