@@ -19,6 +19,9 @@ import argparse
 import json
 import os
 import statistics
+import sys
+
+import harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
@@ -98,11 +101,16 @@ def main(argv: list[str] | None = None) -> None:
         "own_momentum_gap_points_c2": 100 * (best("own_momentum") - best("one_worker")),
         "shared_momentum_gap_points_c2": 100 * (best("shared_momentum") - best("one_worker")),
     }
-    result = {"headline": headline, "settings": setup, "runs": runs}
     stem = "async_momentum_sets" + ("_quick" if args.quick else "")
     path = args.output or os.path.join(RESULTS, stem + ".json")
-    with open(path, "w") as file:
-        json.dump(result, file, indent=1)
+    harness.write_results(
+        path,
+        headline=headline,
+        command="python benchmarks/async_momentum_sets.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        settings=setup,
+        runs=runs,
+    )
     print(json.dumps(headline, indent=1), f"\nwrote {path}")
 
 

@@ -38,6 +38,8 @@ import subprocess
 import sys
 import time
 
+import harness
+
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 ASYNC_MODES = ("assm", "passm", "passm_plus")
 
@@ -426,24 +428,24 @@ def main(argv: list[str] | None = None) -> None:
     flops = measure_flops(settings["model"], settings["batch_size"], settings["worker_counts"])
     runs = _run_children(settings, one_child=args.quick)
     rows = summarise(runs, settings)
-    result = {
-        "headline": headline(rows, flops),
-        "settings": settings,
-        "machine": {
+    stem = os.path.join(args.output_dir, "async_partitioned" + ("_quick" if args.quick else ""))
+    result = harness.write_results(
+        stem + ".json",
+        headline=headline(rows, flops),
+        command="python benchmarks/async_partitioned.py " + " ".join(sys.argv[1:]),
+        settings=settings,
+        # The load at the end, beside the cores: what the timings ran against.
+        machine={
             "cpu_count": os.cpu_count(),
             "load_average_at_end": os.getloadavg(),
             "platform": platform.platform(),
             "python": platform.python_version(),
         },
-        "flops": flops,
-        "summary": rows,
-        "runs": runs,
-        "benchmark_seconds": time.perf_counter() - began,
-    }
-    os.makedirs(args.output_dir, exist_ok=True)
-    stem = os.path.join(args.output_dir, "async_partitioned" + ("_quick" if args.quick else ""))
-    with open(stem + ".json", "w") as output:
-        json.dump(result, output, indent=1)
+        flops=flops,
+        summary=rows,
+        runs=runs,
+        benchmark_seconds=time.perf_counter() - began,
+    )
     plot(result, stem + ".png")
     print(markdown_table(rows))
     for workers, saving in flops["per_worker_count"].items():

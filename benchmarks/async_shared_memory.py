@@ -500,14 +500,19 @@ def main(argv: list[str] | None = None) -> None:
         }
         print(markdown_table(name, rows), flush=True)
     machine = (os.cpu_count(), os.getloadavg(), platform.platform(), platform.python_version())
-    result["machine"] = dict(zip(("cpu_count", "load_average_at_end", "platform", "python"),
-                                 machine, strict=True))  # fmt: skip
-    result["benchmark_seconds"] = time.perf_counter() - began
     stem = os.path.join(RESULTS, "async_shared_memory" + ("_quick" if args.quick else ""))
     stem = os.path.splitext(args.output)[0] if args.output else stem
-    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
-    with open(stem + ".json", "w") as output:
-        json.dump(result, output, indent=1)
+    result = harness.write_results(
+        stem + ".json",
+        headline=result.pop("headline"),
+        command=result.pop("command"),
+        **{key: value for key, value in result.items() if key != "commit"},
+        # The load at the end, beside the cores: what the updates/s figures ran against.
+        machine=dict(
+            zip(("cpu_count", "load_average_at_end", "platform", "python"), machine, strict=True)
+        ),
+        benchmark_seconds=time.perf_counter() - began,
+    )
     plot(result, stem + ".png")
     print(json.dumps(result["headline"], indent=1))
     print(f"wrote {stem}.json and {stem}.png in {result['benchmark_seconds']:.0f} s")

@@ -267,18 +267,16 @@ def main(argv: list[str] | None = None) -> None:
                     f"(staleness {runs[-1].get('staleness_mean', 0):.2f})",
                     flush=True,
                 )
-    result = {
-        "headline": headline(runs, setup["rates"]),
-        "settings": setup,
-        "command": "python benchmarks/async_staleness_ablation.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
-        "commit": harness.git_commit(),
-        "runs": runs,
-    }
     stem = "async_staleness_ablation" + ("_quick" if args.quick else "")
     path = args.output or os.path.join(RESULTS, stem + ".json")
-    with open(path, "w") as file:
-        json.dump(result, file, indent=1)
+    result = harness.write_results(
+        path,
+        headline=headline(runs, setup["rates"]),
+        command="python benchmarks/async_staleness_ablation.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        settings=setup,
+        runs=runs,
+    )
     print(json.dumps(result["headline"], indent=1), f"\nwrote {path}")
 
 
