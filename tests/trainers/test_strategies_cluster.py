@@ -128,10 +128,11 @@ def test_two_multi_worker_processes_train_together_each_on_its_shard(
     _wait_all(children, logs)
     chief, other = _assert_workers_agree(tmp_path)
     for summary in (chief, other):
-        # Each worker reads its own shard and batches 16 rows per step for its replica, so it
-        # reads about half of what one process does for the same 20 global steps (the rest of
-        # the gap is prefetch and shuffle read-ahead); tolerance ±15 points.
-        assert 0.35 <= summary["fresh_examples"] / single["fresh_examples"] <= 0.65
+        # Each worker reads its own shard and batches 16 rows per step for its replica: its
+        # pipeline reads its 20 x 16 rows plus what its buffers read ahead, which depends on
+        # timing (up to 162 rows seen), and stays below the 20 x 32 one process trains on.
+        per_worker = STEPS * GLOBAL_BATCH // 2
+        assert per_worker <= summary["fresh_examples"] < single["fresh_examples_trained"]
         assert STEPS * GLOBAL_BATCH // 2 <= summary["emitted_examples"] < STEPS * GLOBAL_BATCH
     assert single["emitted_examples"] >= STEPS * GLOBAL_BATCH
 
