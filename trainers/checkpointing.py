@@ -121,12 +121,18 @@ def _remove_unfinished_saves(directory: str) -> None:
             print(f"Removed an unfinished checkpoint save: {folder}", file=sys.stderr)
 
 
-def restore_latest(manager: tf.train.CheckpointManager, *, partial: bool = False) -> str | None:
+def restore_latest(
+    manager: tf.train.CheckpointManager,
+    *,
+    partial: bool = False,
+    first: tf.train.Checkpoint | None = None,
+) -> str | None:
     """Restores the newest checkpoint of ``manager``, if there is one.
 
     ``partial=True`` restores what ``manager``'s checkpoint holds (e.g. only the model and step,
     to evaluate) and leaves the rest of the saved state unread, without warnings; each object
-    it holds must still match.
+    it holds must still match. ``first``: a checkpoint of some of the same objects, restored
+    from the same file before the rest (the state an input iterator's restore reads).
 
     Returns:
       The restored checkpoint's path, or None when the directory holds no checkpoint.
@@ -142,6 +148,8 @@ def restore_latest(manager: tf.train.CheckpointManager, *, partial: bool = False
     unreadable = []
     for path in paths:
         try:
+            if first is not None:
+                first.restore(path).expect_partial()
             status = manager.checkpoint.restore(path).assert_existing_objects_matched()
             if partial:
                 status.expect_partial()
@@ -215,7 +223,12 @@ def run_manager(
         max_to_keep=config.max_checkpoints_to_keep,
         **objects,
     )
-    restored = restore_latest(manager)
+    # The iterator last: restoring it calls again the dataset functions of the epoch in
+    # progress (e.g. pruning's epoch by id), which rebuild it from the techniques' state, so
+    # that state must already be the checkpoint's (tf.train.Checkpoint's order is by name).
+    state = {name: value for name, value in objects.items() if name != "iterator"}
+    first = tf.train.Checkpoint(**state) if "iterator" in objects else None
+    restored = restore_latest(manager, first=first)
     if restored:
         print(f"Resumed from {restored} at step {int(trainer.step.numpy())}.", file=sys.stderr)
     return manager

@@ -261,6 +261,48 @@ def test_by_id_state_survives_a_checkpoint(tmp_path):
     assert _decisions(restored.epoch_ids()) == following  # epoch 2 again, decided alike
 
 
+def _pruned_run(table_losses):
+    """A stage over a table whose losses change each epoch, and its ids in batches of 8."""
+    table = _table(table_losses)
+    stage = echoing.loss_prune(table, num_epochs=20, seed=0)
+    options = tf.data.Options()  # the stage's variables are state the iterator cannot save
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    options.experimental_optimization.inject_prefetch = False  # no read-ahead: epochs start
+    options.autotune.enabled = False  # at the same batch in every run of this test
+    dataset = stage.epoch_ids().repeat().batch(8).with_options(options)
+    return table, stage, dataset
+
+
+def _take(iterator, table, count, start=0):
+    ids = []
+    for step in range(start, start + count):  # losses go back: each epoch decides differently
+        batch = next(iterator)["id"]
+        table.update(batch, tf.random.stateless_uniform([8], [step, 0], 0.0, 3.0))
+        ids.append(batch.numpy().tolist())
+    return ids
+
+
+@pytest.mark.parametrize("stage_first", [True, False])
+def test_an_iterator_restored_mid_epoch_goes_on_with_the_same_ids(tmp_path, stage_first):
+    losses = np.linspace(0.0, 1.0, N)
+    table, stage, dataset = _pruned_run(losses)
+    whole = _take(iter(dataset), table, 24)  # several pruned epochs of 64 ids
+    epochs = stage.epoch()
+    table, stage, dataset = _pruned_run(losses)
+    iterator = iter(dataset)
+    first = _take(iterator, table, 9)  # inside the second epoch
+    path = tf.train.Checkpoint(stage=stage, iterator=iterator).save(str(tmp_path / "ckpt"))
+    table, stage, dataset = _pruned_run(np.zeros(N))
+    iterator = iter(dataset)
+    # Restoring the iterator calls the epoch's function again, before or after the stage's
+    # state comes back: the epoch in progress goes on as it was decided either way.
+    parts = [{"stage": stage}, {"iterator": iterator}]
+    for objects in parts if stage_first else reversed(parts):
+        tf.train.Checkpoint(**objects).restore(path).expect_partial()
+    assert first + _take(iterator, table, 15, start=9) == whole
+    assert stage.epoch() == epochs > 2
+
+
 @pytest.mark.parametrize(
     ("call", "match"),
     [

@@ -9,8 +9,8 @@ from echoing.techniques import Feedback, PruningTechnique
 from trainers import experiment, metrics_writer, optimizers
 
 
-def _prune_config(load_config, data_dir):
-    config = load_config("mnist1d", "smoke,prune=1")
+def _prune_config(load_config, data_dir, argument="smoke,prune=1"):
+    config = load_config("mnist1d", argument)
     # 1,000 examples in batches of 32: 160 steps cover 5 whole epochs of the full data.
     config.num_steps, config.warmup_steps, config.timing_steps = 160, 0, 0
     config.steps_per_loop = config.eval_every_steps = 10
@@ -91,7 +91,7 @@ def test_the_technique_feeds_its_table_and_reports_progress():
         ({"prune_anneal": 2.0}, r"prune_anneal must be a number in \[0, 1\], got 2.0"),
         ({"prune_epochs": -1}, r"prune_epochs must be >= 0"),
         ({"strategy": "tpu"}, r"prune=True with strategy='tpu'"),
-        ({"pgd": True}, r"pgd=True cannot be combined with prune=True"),
+        ({"priority": True}, r"priority=True cannot be combined with prune=True"),
         ({"eval_every_fresh_examples": 100}, r"when pruning drops examples"),
     ],
 )
@@ -129,3 +129,16 @@ def test_a_pruned_run_resumes_mid_epoch_from_its_checkpoint(whole_run, prune_con
     # resumed run ends after the same epochs as the one never stopped, give or take a loop.
     assert abs(resumed["step"] - whole["step"]) <= prune_config.steps_per_loop
     assert rows[-1]["prune_epoch"] >= 5 and rows[0]["step"] == 10
+
+
+def test_a_resumed_run_reading_ahead_goes_on_with_its_epoch(load_config, data_dir, tmp_path):
+    # Echo and a shuffle after it read the pruned ids ahead into the next epoch: restoring the
+    # iterator rebuilds the epoch in progress, which must be the one it was, not a new epoch 0
+    # (the schedule's progress went back a whole epoch, and the learning rate up with it).
+    config = _prune_config(load_config, data_dir, "smoke,prune=1,echo=2,buffer=100")
+    config.prune_epochs, config.num_steps = 5, 40
+    experiment.run(config, str(tmp_path))
+    config.num_steps = 160
+    experiment.run(config, str(tmp_path))
+    epochs = [row["prune_epoch"] for row in metrics_writer.read_metrics(str(tmp_path))]
+    assert epochs == sorted(epochs) and epochs[-1] >= 3, epochs

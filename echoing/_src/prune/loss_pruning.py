@@ -102,10 +102,17 @@ class LossPruning(StreamPruning, tf.Module):
         self.threshold_epoch = _host_variable(tf.constant(-1, tf.int64), "threshold_epoch")
         # The epoch's keep draws, one per id: by id and on a stream decide alike.
         self.draws = _host_variable(tf.zeros([table.num_examples], tf.float32), "draws")
-        # By id: the epochs started, and how many of the current epoch's kept ids went out.
+        # By id: the epochs started, and how many of the current epoch's kept ids go out.
         self.epochs_started = _host_variable(tf.constant(0, tf.int64), "epochs_started")
         self.epoch_kept = _host_variable(tf.constant(0, tf.int64), "epoch_kept")
-        self.epoch_emitted = _host_variable(tf.constant(0, tf.int64), "epoch_emitted")
+        # The current epoch's kept ids in their order, their weights, and the iteration of the
+        # dataset that decided it: restoring a checkpointed iterator calls the epoch's function
+        # again with that iteration, and the epoch must then go on as it was decided.
+        self.iterations = _host_variable(tf.constant(0, tf.int64), "iterations")
+        self.epoch_iteration = _host_variable(tf.constant(-1, tf.int64), "epoch_iteration")
+        self.epoch_order = _host_variable(tf.zeros([table.num_examples], tf.int64), "order")
+        self.epoch_weights = _host_variable(tf.zeros([table.num_examples]), "order_weights")
+        self.epoch_size = _host_variable(tf.constant(0, tf.int64), "epoch_size")
         self._epochs_read = _host_variable(tf.constant(0.0, tf.float64), "epochs_read")
 
     def epochs_read(self) -> tf.Tensor:
@@ -154,42 +161,71 @@ class LossPruning(StreamPruning, tf.Module):
         if batch_size is not None:
             _check_batch_size("epoch_ids", batch_size)
 
-        def one_epoch(_):
-            epoch = self.epochs_started.assign_add(1) - 1
-            threshold = self._start_epoch(epoch)
-            with tf.control_dependencies([threshold]):
-                kept, weights = self._decide(epoch, universe, threshold)
-            order = tf.random.experimental.stateless_shuffle(
-                tf.range(tf.size(kept)), seed=self._seed(epoch, stream=1)
+        width = batch_size or _CHUNK  # ids per chunk cut from the epoch's order
+        chunks_at_most = -(-int(universe.shape[0]) // width)
+
+        def one_epoch(iteration):
+            # A restored iterator calls this again for the epoch in progress (same iteration):
+            # that epoch stays; its chunks read the epoch's order from the stage's variables
+            # when they go out, so the restore may bring those back before or after this call.
+            opened = tf.cond(
+                tf.equal(iteration, self.epoch_iteration),
+                lambda: tf.constant(False),
+                lambda: self._open_epoch(iteration, universe, width, drop_remainder),
             )
-            count = tf.size(kept, out_type=tf.int64)
-            emitted = count  # the ids that will go out: a dropped remainder does not
-            if batch_size is not None and drop_remainder:
-                emitted = count // batch_size * batch_size
-            started = [
-                self.epoch_kept.assign(tf.maximum(emitted, 1)),
-                self.epoch_emitted.assign(0),
-                self._epochs_read.assign(tf.cast(epoch, tf.float64)),
-                self.seen_inputs.variable.assign_add(tf.size(universe, out_type=tf.int64)),
-                self.kept_inputs.variable.assign_add(count),
-            ]
-            with tf.control_dependencies(started):
-                elements = {
-                    "id": tf.gather(kept, order),
-                    "sample_weight": tf.gather(weights, order),
-                }
-            chunks = tf.data.Dataset.from_tensor_slices(elements)
-            if batch_size is not None:
-                chunks = chunks.batch(batch_size, drop_remainder=drop_remainder)
-            else:
-                chunks = chunks.batch(_CHUNK)
-            # Counted a chunk at a time: the epochs handed on, for epoch-indexed schedules.
-            chunks = chunks.map(
-                lambda chunk: self._emitted(chunk, epoch), name=f"{self.name}_emitted"
-            )
+            with tf.control_dependencies([opened]):
+                positions = tf.data.Dataset.range(tf.constant(chunks_at_most, tf.int64))
+            chunks = positions.take_while(lambda k: k < self._epoch_chunks(width, drop_remainder))
+            chunks = chunks.map(lambda k: self._chunk(k, width), name=f"{self.name}_emitted")
             return chunks if batch_size is not None else chunks.unbatch()
 
-        return tf.data.Dataset.range(1).flat_map(one_epoch, name=f"{self.name}_epoch")
+        # Each iteration of the dataset numbers itself once; a restored iterator passes the
+        # saved number to one_epoch again (tf.data does not run this map again for it).
+        iteration = tf.data.Dataset.range(1).map(
+            lambda _: self.iterations.assign_add(1), name=f"{self.name}_iteration"
+        )
+        return iteration.flat_map(one_epoch, name=f"{self.name}_epoch")
+
+    def _open_epoch(self, iteration, universe, width, drop_remainder) -> tf.Tensor:
+        """Decides the next epoch's kept ids and their order, kept until the next epoch opens."""
+        epoch = self.epochs_started.assign_add(1) - 1
+        threshold = self._start_epoch(epoch)
+        with tf.control_dependencies([threshold]):
+            kept, weights = self._decide(epoch, universe, threshold)
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(tf.size(kept)), seed=self._seed(epoch, stream=1)
+        )
+        count = tf.size(kept, out_type=tf.int64)
+        emitted = count // width * width if drop_remainder else count  # what will go out
+        started = [
+            self.epoch_kept.assign(tf.maximum(emitted, 1)),
+            self.epoch_iteration.assign(iteration),
+            self.epoch_size.assign(count),
+            self.epoch_order[:count].assign(tf.gather(kept, order)),
+            self.epoch_weights[:count].assign(tf.gather(weights, order)),
+            self._epochs_read.assign(tf.cast(epoch, tf.float64)),
+            self.seen_inputs.variable.assign_add(tf.size(universe, out_type=tf.int64)),
+            self.kept_inputs.variable.assign_add(count),
+        ]
+        with tf.control_dependencies(started):
+            return tf.constant(True)
+
+    def _epoch_chunks(self, width: int, drop_remainder: bool) -> tf.Tensor:
+        size = self.epoch_size.read_value()
+        return size // width if drop_remainder else (size + width - 1) // width
+
+    def _chunk(self, k, width: int) -> dict[str, tf.Tensor]:
+        """Chunk ``k`` of the epoch's order, counted in the epochs handed on (for schedules)."""
+        start, end = k * width, tf.minimum((k + 1) * width, self.epoch_size)
+        epoch = tf.cast(self.epochs_started - 1, tf.float64)
+        fraction = tf.cast(end, tf.float64) / tf.cast(self.epoch_kept, tf.float64)
+        # A gather reads just the chunk (a slice of the variable would copy all of it).
+        positions = tf.range(start, end)
+        with tf.control_dependencies([self._epochs_read.assign(epoch + fraction)]):
+            return {
+                "id": self.epoch_order.sparse_read(positions),
+                "sample_weight": self.epoch_weights.sparse_read(positions),
+            }
 
     def read(
         self, source, *, batch_size: int, drop_remainder: bool = False, ids=None
@@ -250,14 +286,6 @@ class LossPruning(StreamPruning, tf.Module):
         keep, easy = self._keep_rule(epoch, losses, seen, threshold, tf.gather(self.draws, ids))
         weights = self._weights(tf.boolean_mask(easy, keep))
         return tf.boolean_mask(ids, keep), weights
-
-    def _emitted(self, chunk, epoch):
-        emitted = self.epoch_emitted.assign_add(tf.size(chunk["id"], out_type=tf.int64))
-        fraction = tf.cast(emitted, tf.float64) / tf.cast(self.epoch_kept, tf.float64)
-        with tf.control_dependencies(
-            [self._epochs_read.assign(tf.cast(epoch, tf.float64) + fraction)]
-        ):
-            return tf.nest.map_structure(tf.identity, chunk)
 
     # ------------------------------------------------------------------------------ shared
 
