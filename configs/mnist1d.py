@@ -10,12 +10,12 @@ Arguments (after ``:``, comma-separated): ``echo`` (factor, 1 = none, or ``auto`
 ``after_augment`` | ``after_batch``), ``buffer`` (shuffle after echo), ``model``
 (``mnist1d_cnn`` | ``mnist1d_mlp``), ``assist`` (AutoAssist filter after augmentation, with
 ``assist_reweight`` and ``assist_base_prob``), ``prune`` (loss-table pruning, InfoBatch, with
-``prune_ratio``; the run ends after the epochs ``num_steps`` covers, in fewer steps), ``pgd``
-(prioritized gradient descent, with ``top_ratio`` and ``renew_ratio``), ``smoke`` (tiny data,
-a few steps).
+``prune_ratio``; the run ends after the epochs ``num_steps`` covers, in fewer steps),
+``priority`` (priority sampling, with ``top_ratio`` and ``renew_ratio``; its old name ``pgd``
+is read, with a FutureWarning, for one more release), ``smoke`` (tiny data, a few steps).
 
 Examples: ``:assist=1,assist_reweight=1,assist_base_prob=0.3``, ``:prune=1,prune_ratio=0.5``,
-``:pgd=1,top_ratio=0.1``,
+``:priority=1,top_ratio=0.1``,
 ``:echo=auto,max_echo=8,insert=before_augment``.
 """
 
@@ -36,12 +36,14 @@ def get_config(arg: str | None = None):
             "assist_base_prob": float,
             "prune": bool,
             "prune_ratio": float,
-            "pgd": bool,
+            "priority": bool,
+            "pgd": bool,  # priority's old name
             "top_ratio": float,
             "renew_ratio": float,
             "smoke": bool,
         },
     )
+    args = config_args.rename(args, {"pgd": "priority"}, "configs/mnist1d.py")
     config = experiment.default_config()
     config.model = args.get("model", "mnist1d_cnn")
     config_args.set_echo(config, args)
@@ -52,9 +54,9 @@ def get_config(arg: str | None = None):
     config.assist_base_prob = args.get("assist_base_prob", 0.3)
     config.prune = args.get("prune", False)
     config.prune_ratio = args.get("prune_ratio", 0.5)
-    config.pgd = args.get("pgd", False)
-    config.pgd_top_ratio = args.get("top_ratio", 0.1)
-    config.pgd_renew_ratio = args.get("renew_ratio", 0.9)
+    config.priority = args.get("priority", False)
+    config.priority_top_ratio = args.get("top_ratio", 0.1)
+    config.priority_renew_ratio = args.get("renew_ratio", 0.9)
     config.target_accuracy = 0.9
     if args.get("smoke", False):
         config.data.num_train, config.data.num_eval = 1_000, 200

@@ -16,11 +16,11 @@ The public surface, by family (the code lives in ``echoing/_src/<family>/``):
 - the Assistant, a small model that filters easy examples online: ``Assistant``,
   ``AssistantLearner`` (its options ``LearnerOptions``), ``assistant_filter``/``AssistantFilter``,
   ``AssistantCallback``, ``AssistantFeedCallback``, ``LossInbox``, ``BagOfWords``, ``BossFeatures``;
-- priority sampling (prioritized gradient descent) and in-batch selection:
+- priority sampling and in-batch selection:
   ``PriorityTable``, ``ShardedPriorityTable``, ``priority_sample`` (also per input pipeline,
-  with ``input_context=``), ``PrioritySampler``, ``PriorityFeedback``, ``PrioritizedStep``,
-  ``select_rows``, ``sample_rows``; ``distributed_priority_sample`` is deprecated (it warns and
-  goes in the next release).
+  with ``input_context=``), ``PrioritySampler``, ``PriorityFeedback``, ``PriorityStep``,
+  ``select_rows``, ``sample_rows``; ``distributed_priority_sample`` and ``PrioritizedStep``
+  (``PriorityStep``'s old name) are deprecated (they warn and go in the next release).
 
 ``echoing.keras`` adapts them to ``model.fit``, ``echoing.meters`` counts what flows through a
 pipeline, and ``echoing.techniques`` is the plug-in protocol the trainers compose.
@@ -43,7 +43,7 @@ from echoing._src.core.loss_table import LossInbox, LossTable
 from echoing._src.echo.auto_echo import AutoEcho
 from echoing._src.echo.echo import echo
 from echoing._src.priority.distributed import distributed_priority_sample
-from echoing._src.priority.feedback import PrioritizedStep, PriorityFeedback
+from echoing._src.priority.feedback import PrioritizedStep, PriorityFeedback, PriorityStep
 from echoing._src.priority.sampling import PrioritySampler, priority_sample
 from echoing._src.priority.selection import sample_rows, select_rows
 from echoing._src.priority.shards import ShardedPriorityTable
@@ -75,6 +75,7 @@ __all__ = [
     "PrioritizedStep",
     "PriorityFeedback",
     "PrioritySampler",
+    "PriorityStep",
     "PriorityTable",
     "ShardedPriorityTable",
     "__version__",

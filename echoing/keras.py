@@ -5,7 +5,8 @@
 - ``fit_inputs``: a batch dict ``{"inputs", "label", "id"[, "sample_weight"]}`` as fit's
   ``(x, y[, w])``, the ids riding in ``x``;
 - ``AutoEchoCallback(auto_echo)``: drives an ``echoing.AutoEcho`` factor from fit's steps;
-- ``PrioritizedModel(model, per_example_loss=..., table=...)``: prioritized gradient descent.
+- ``PriorityModel(model, per_example_loss=..., table=...)``: priority sampling (its old name,
+  ``PrioritizedModel``, is deprecated: it warns and goes in the next release).
 
 Example::
 
@@ -30,6 +31,12 @@ Example::
 
 from echoing._src.core.keras_feedback import LossFeedback, fit_inputs
 from echoing._src.echo.keras import AutoEchoCallback
-from echoing._src.priority.keras import PrioritizedModel
+from echoing._src.priority.keras import PrioritizedModel, PriorityModel
 
-__all__ = ["AutoEchoCallback", "LossFeedback", "PrioritizedModel", "fit_inputs"]
+__all__ = [
+    "AutoEchoCallback",
+    "LossFeedback",
+    "PrioritizedModel",
+    "PriorityModel",
+    "fit_inputs",
+]

@@ -46,8 +46,8 @@ def examples_by_id(data_config: ml_collections.ConfigDict) -> ExamplesById:
     ids = batch["id"].numpy()[order]
     if not np.array_equal(ids, np.arange(count)):
         raise ValueError(
-            f"the train split's ids are not 0..{count - 1}; the Assistant learner and PGD "
-            "look examples up by id, so the source must number its examples from 0."
+            f"the train split's ids are not 0..{count - 1}; the Assistant learner and priority "
+            "sampling look examples up by id, so the source must number its examples from 0."
         )
     arrays = {
         "inputs": batch["inputs"].numpy()[order],

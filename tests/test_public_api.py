@@ -30,6 +30,7 @@ PUBLIC = {
         "PrioritizedStep",
         "PriorityFeedback",
         "PrioritySampler",
+        "PriorityStep",
         "PriorityTable",
         "ShardedPriorityTable",
         "assistant_filter",
@@ -43,7 +44,13 @@ PUBLIC = {
         "select_rows",
         "with_ids",
     },
-    echoing.keras: {"AutoEchoCallback", "LossFeedback", "PrioritizedModel", "fit_inputs"},
+    echoing.keras: {
+        "AutoEchoCallback",
+        "LossFeedback",
+        "PrioritizedModel",
+        "PriorityModel",
+        "fit_inputs",
+    },
     echoing.meters: {"EchoMeters", "ElementCounter"},
     echoing.techniques: {
         "MODULES",
@@ -142,6 +149,34 @@ def test_an_old_module_path_read_as_an_attribute_still_works():
         assert echoing.loss_table.LossTable is echoing.LossTable
     with pytest.raises(AttributeError, match="no attribute 'no_such_module'"):
         echoing.no_such_module  # noqa: B018
+
+
+# Public names renamed for priority sampling's one word (issue 30): old -> new, each a
+# deprecated subclass of the new class that warns when it is built, for one more release.
+RENAMED = {
+    (echoing, "PrioritizedStep"): "echoing.PriorityStep",
+    (echoing.keras, "PrioritizedModel"): "echoing.keras.PriorityModel",
+}
+
+
+@pytest.mark.parametrize(("module", "old"), list(RENAMED), ids=[old for _, old in RENAMED])
+def test_a_renamed_name_still_builds_its_class_with_a_deprecation_warning(module, old):
+    import keras
+
+    new = RENAMED[module, old]
+    assert issubclass(getattr(module, old), _public_home(new.rsplit(".", 1)[1]))
+    net = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    table = echoing.PriorityTable(4)
+    with pytest.warns(
+        DeprecationWarning,
+        match=rf"{module.__name__}\.{old} is deprecated and goes in the next release: use "
+        rf"{new}, the same",
+    ):
+        if old == "PrioritizedStep":
+            echoing.PrioritizedStep(net, loss, keras.optimizers.SGD(), table)
+        else:
+            echoing.keras.PrioritizedModel(net, per_example_loss=loss, table=table)
 
 
 def test_a_private_name_at_an_old_path_says_it_is_private():

@@ -15,6 +15,8 @@ not convert raise a ``ValueError`` naming the valid keys, so a typo never runs t
 
 from __future__ import annotations
 
+import warnings
+
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -61,6 +63,41 @@ def _convert(key: str, text: str, kind: type) -> object:
         raise ValueError(
             f"config argument {key}={text!r} must be a {kind.__name__}, e.g. {key}=2."
         ) from error
+
+
+def rename(args: dict[str, object], renamed: dict[str, str], config: str) -> dict[str, object]:
+    """``args`` with each old key of ``renamed`` (old -> new) given under its new name, with a
+    FutureWarning naming the new key; the old keys are read for one more release.
+
+    Example::
+
+        rename(parse("pgd=1", {"pgd": bool, "priority": bool}), {"pgd": "priority"},
+               "configs/mnist1d.py")  # {"priority": True}, and a FutureWarning
+
+    Raises:
+      ValueError: an old key and its new one are both given.
+    """
+    given = {old: new for old, new in renamed.items() if old in args}
+    if not given:
+        return args
+    for old, new in given.items():
+        if new in args:
+            raise ValueError(
+                f"config arguments {old} and {new} are one setting ({old} is {new}'s old name); "
+                f"give only {new}, e.g. {config}:{new}={_text(args[old])}."
+            )
+    warnings.warn(
+        f"{config}'s argument "
+        + ", ".join(f"{old}= is now {new}=" for old, new in given.items())
+        + "; the old name is read for one more release.",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return {given.get(key, key): value for key, value in args.items()}
+
+
+def _text(value: object) -> str:
+    return str(int(value)) if isinstance(value, bool) else str(value)
 
 
 # The arguments of every workload config for the techniques that work on any workload.

@@ -19,8 +19,10 @@ a warm-up gets one that scales (``scale_warmup``, which the training binary appl
 
 The data section is ``pipelines.default_data_config()``; the fields of each technique (echo's,
 AutoEcho's, the Assistant's, pruning's, priority sampling's) are added and checked by its module
-in ``echoing.techniques``. Echo's fields were the data section's (``--config.data.echo=2``); a
-config that still sets them there is read, with a FutureWarning, for one more release.
+in ``echoing.techniques``. Echo's fields were the data section's (``--config.data.echo=2``), and
+priority sampling's were named ``pgd``, ``pgd_top_ratio``, ``pgd_renew_ratio`` (now
+``priority``, ``priority_top_ratio``, ``priority_renew_ratio``); a config that still sets them
+there or by those names is read, with a FutureWarning, for one more release.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ml_collections import config_dict
 
 import pipelines
 from echoing import techniques
+from echoing._src.priority import technique as priority_technique
 from trainers import models, strategies
 from trainers.passm import config as passm_config
 
@@ -151,6 +154,7 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     given = config.to_dict()
     data = pipelines.resolve_data_config(given.pop("data", {}))
     given.update(_moved_echo_fields(data, given))
+    given.update(_renamed_priority_fields(given))
     resolved = pipelines.locked_update(default_config(), given, "config")
     with resolved.unlocked():
         resolved.data = data
@@ -199,6 +203,23 @@ def _moved_echo_fields(data: ml_collections.ConfigDict, given: dict) -> dict:
             )
         data[key] = None
     return moved
+
+
+def _renamed_priority_fields(given: dict) -> dict:
+    """The priority-sampling fields a config still sets by their old names (``pgd*``), as
+    run-config fields; the old keys are cleared."""
+    renamed = priority_technique.renamed_fields(given)
+    for old, (key, _) in priority_technique.RENAMED_KEYS.items():
+        if key not in renamed:
+            continue
+        default = default_config()[key]
+        if given.get(key, default) not in (default, renamed[key]):
+            raise ValueError(
+                f"config sets priority sampling's {key} twice: {old}={renamed[key]!r} (its old "
+                f"name) and {key}={given[key]!r}; keep only --config.{key}."
+            )
+        given[old] = None
+    return renamed
 
 
 def _check_echo_insert(config: ml_collections.ConfigDict) -> None:

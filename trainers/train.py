@@ -70,6 +70,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 import pipelines
+from echoing._src.priority import technique as priority_technique
 from trainers import checkpointing, experiment, interrupts, run_config, strategies
 from trainers.passm import config as passm_config
 
@@ -178,6 +179,7 @@ def _main(argv: list[str]) -> None:
         )
     else:
         _move_echo_flags(config)
+        _rename_priority_flags(config)
         _scale_default_warmup(config, quiet=_EVAL_ONLY.value)
         with _one_line_errors():
             if _DIAGNOSE.value:
@@ -205,6 +207,26 @@ def _move_echo_flags(config) -> None:
         pipelines.moved_echo_fields(config.data)  # the FutureWarning, naming the new flags
     for key in given:
         config[key], config.data[key] = overrides[f"data.{key}"], None
+
+
+def _rename_priority_flags(config) -> None:
+    """``--config.pgd*`` (priority sampling's old names) on the command line sets the renamed
+    field (``--config.priority*``) over the config file's, with a FutureWarning; together with
+    the new flag it is a usage error. Here for the reason of ``_move_echo_flags``."""
+    overrides = config_flags.get_override_values(flags.FLAGS[_CONFIG.name])
+    given = {
+        old: new for old, (new, _) in priority_technique.RENAMED_KEYS.items() if old in overrides
+    }
+    for old, new in given.items():
+        if new in overrides:
+            raise app.UsageError(
+                f"--config.{old} and --config.{new} both set priority sampling's {new}; keep "
+                f"only --config.{new} (--config.{old} is its old name)."
+            )
+    if given:
+        priority_technique.renamed_fields(config)  # the FutureWarning, naming the new flags
+    for old, new in given.items():
+        config[new], config[old] = overrides[old], None
 
 
 def _scale_default_warmup(config, *, quiet: bool) -> None:

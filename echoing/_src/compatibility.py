@@ -23,24 +23,24 @@ SWITCHES = {
     ),
     "assist": lambda config: "assist=True" if config.assist else None,
     "prune": lambda config: "prune=True" if config.prune else None,
-    "pgd": lambda config: "pgd=True" if config.pgd else None,
+    "priority": lambda config: "priority=True" if config.priority else None,
     "select": lambda config: (
         f"select_ratio={config.select_ratio}" if config.select_ratio < 1 else None
     ),
 }
 
-_PGD_DRAWS = (
-    "pgd draws the train batches from a priority table, not from the input pipeline, so that "
-    "pipeline's stages would never run"
+_PRIORITY_DRAWS = (
+    "priority sampling draws the train batches from a priority table, not from the input "
+    "pipeline, so that pipeline's stages would never run"
 )
 # (technique, technique) -> why one run cannot have both.
 INCOMPATIBLE = {
     ("auto_echo", "echo"): "AutoEcho sets the echo factor itself; set echo=1",
-    ("pgd", "echo"): _PGD_DRAWS,
-    ("pgd", "auto_echo"): _PGD_DRAWS,
-    ("pgd", "assist"): _PGD_DRAWS,
-    ("pgd", "prune"): _PGD_DRAWS,
-    ("select", "pgd"): "PGD chooses its own batches",
+    ("priority", "echo"): _PRIORITY_DRAWS,
+    ("priority", "auto_echo"): _PRIORITY_DRAWS,
+    ("priority", "assist"): _PRIORITY_DRAWS,
+    ("priority", "prune"): _PRIORITY_DRAWS,
+    ("select", "priority"): "priority sampling chooses its own batches",
 }
 
 

@@ -99,11 +99,11 @@ def test_bad_arguments_are_refused(arguments, error, match):
         echoing.keras.LossFeedback(model, **kwargs)
 
 
-def _prioritized(table):
+def _priority_model(table):
     keras.utils.set_random_seed(0)
     net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-    model = echoing.keras.PrioritizedModel(net, per_example_loss=loss, table=table)
+    model = echoing.keras.PriorityModel(net, per_example_loss=loss, table=table)
     model.compile(keras.optimizers.SGD(0.1), metrics=["accuracy"])
     return model
 
@@ -115,7 +115,7 @@ def test_fit_trains_by_priority_sampling_and_measures_what_it_trains_on():
     batches = echoing.priority_sample(
         table, arrays, batch_size=BATCH, top_ratio=0.25, renew_ratio=0.75, seed=0
     )
-    model = _prioritized(table)
+    model = _priority_model(table)
     history = model.fit(
         batches.map(echoing.keras.fit_inputs), steps_per_epoch=6, epochs=2, verbose=0
     )
@@ -133,35 +133,33 @@ def test_fit_trains_by_priority_sampling_and_measures_what_it_trains_on():
 @pytest.mark.parametrize(
     ("arguments", "match"),
     [
-        ({"model": "net"}, r"PrioritizedModel\(model='net'\): expected a built keras.Model"),
+        ({"model": "net"}, r"PriorityModel\(model='net'\): expected a built keras.Model"),
         ({"per_example_loss": None}, r"reduction=None"),
     ],
 )
-def test_prioritized_model_refuses_bad_arguments(arguments, match):
+def test_priority_model_refuses_bad_arguments(arguments, match):
     net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
     kwargs = {"model": net, "per_example_loss": lambda y, p: y, **arguments}
     with pytest.raises(TypeError, match=match):
-        echoing.keras.PrioritizedModel(
-            kwargs.pop("model"), table=echoing.PriorityTable(N), **kwargs
-        )
+        echoing.keras.PriorityModel(kwargs.pop("model"), table=echoing.PriorityTable(N), **kwargs)
 
 
 def test_inputs_without_ids_are_refused_with_the_fix():
     model = _model([])
     with pytest.raises(TypeError, match=r"echoing\.keras\.fit_inputs"):
         model.fit(np.zeros((4, 8), np.float32), np.zeros(4), verbose=0)
-    with pytest.raises(TypeError, match=r"PrioritizedModel needs x = .*fit_inputs"):
-        _prioritized(echoing.PriorityTable(N)).fit(
+    with pytest.raises(TypeError, match=r"PriorityModel needs x = .*fit_inputs"):
+        _priority_model(echoing.PriorityTable(N)).fit(
             np.zeros((4, 8), np.float32), np.zeros(4), verbose=0
         )
     with pytest.raises(KeyError, match=r"\['id'\] missing"):
         echoing.keras.fit_inputs({"inputs": 1, "label": 2})
 
 
-@pytest.mark.parametrize("wrapper", ["LossFeedback", "PrioritizedModel"])
+@pytest.mark.parametrize("wrapper", ["LossFeedback", "PriorityModel"])
 def test_batch_dicts_given_to_fit_unmapped_name_fit_inputs(wrapper):
     # The labels sit inside x and y is None: Keras said only "None values not supported".
-    model = _model([]) if wrapper == "LossFeedback" else _prioritized(echoing.PriorityTable(N))
+    model = _model([]) if wrapper == "LossFeedback" else _priority_model(echoing.PriorityTable(N))
     with pytest.raises(
         TypeError,
         match=rf"{wrapper} got no labels y to train on, and x = a dict with keys \['id', "
@@ -188,7 +186,7 @@ def _scalar_loss_fit(wrapper, compiled_loss):
         table = echoing.LossTable(N)
         model = echoing.keras.LossFeedback(net, per_example_loss=reduced, observers=[table.update])
     else:
-        model = echoing.keras.PrioritizedModel(
+        model = echoing.keras.PriorityModel(
             net, per_example_loss=reduced, table=echoing.PriorityTable(N)
         )
     model.compile("sgd", reduced if compiled_loss else None)
@@ -197,7 +195,7 @@ def _scalar_loss_fit(wrapper, compiled_loss):
 
 @pytest.mark.parametrize(
     ("wrapper", "compiled_loss"),
-    [("LossFeedback", False), ("LossFeedback", True), ("PrioritizedModel", False)],
+    [("LossFeedback", False), ("LossFeedback", True), ("PriorityModel", False)],
 )
 def test_a_per_example_loss_that_reduces_is_named_when_fit_traces(wrapper, compiled_loss):
     with pytest.raises(

@@ -39,7 +39,7 @@ def _batches(*elements):
     return echoing.with_ids(source).batch(BATCH).map(echoing.keras.fit_inputs)
 
 
-@pytest.fixture(scope="module", params=["LossFeedback", "PrioritizedModel"])
+@pytest.fixture(scope="module", params=["LossFeedback", "PriorityModel"])
 def trained(request):
     """A wrapper fitted on ids without a loss in compile, and the history of its fit."""
     if request.param == "LossFeedback":
@@ -49,7 +49,7 @@ def trained(request):
         assert table.seen.numpy().all()  # every example reported by its with_ids id
     else:
         table = echoing.PriorityTable(N)
-        model = echoing.keras.PrioritizedModel(
+        model = echoing.keras.PriorityModel(
             _net(), per_example_loss=_per_example_loss(), table=table
         )
         model.compile(keras.optimizers.SGD(0.1), metrics=["accuracy"])

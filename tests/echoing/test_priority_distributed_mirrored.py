@@ -1,4 +1,4 @@
-"""Per-pipeline PGD selection under MirroredStrategy on 2 logical CPUs, one pipeline per replica.
+"""Per-pipeline priority selection under MirroredStrategy on 2 logical CPUs, a pipeline per replica.
 
 Runs in a subprocess (``python this_file``): logical devices must be configured before TensorFlow
 initialises, which the rest of the test session has already done.

@@ -1,11 +1,11 @@
-"""JVP priorities vs per-example gradients, Eq. 9 for ḡ, priorities written by id, the PGD step."""
+"""JVP priorities vs per-example gradients, Eq. 9 for ḡ, priorities written by id, PriorityStep."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing import PrioritizedStep, PriorityFeedback, PriorityTable
+from echoing import PriorityFeedback, PriorityStep, PriorityTable
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
@@ -113,13 +113,13 @@ def test_priorities_are_written_by_example_id_and_not_before_an_aggregate_exists
     assert np.all(table.measured_step.numpy()[unmeasured] == -1)
 
 
-def test_prioritized_step_trains_and_refreshes_the_batch_priorities():
+def test_priority_step_trains_and_refreshes_the_batch_priorities():
     model = _model("mlp")
     rng = np.random.default_rng(3)
     x = rng.normal(size=(40, 12)).astype(np.float32)
     y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0)
     table = PriorityTable(40)
-    step_fn = PrioritizedStep(model, LOSS, keras.optimizers.SGD(0.1), table)
+    step_fn = PriorityStep(model, LOSS, keras.optimizers.SGD(0.1), table)
     sampled = []
     for step in range(12):
         ids = tf.constant((np.arange(8) + 8 * step) % 40)
@@ -155,6 +155,6 @@ def test_feedback_errors(arguments, error, message):
         PriorityFeedback(kwargs["table"], kwargs["variables"])
 
 
-def test_prioritized_step_rejects_a_non_callable_loss():
+def test_priority_step_rejects_a_non_callable_loss():
     with pytest.raises(TypeError, match="loss_fn must be callable"):
-        PrioritizedStep(_model("linear"), "crossentropy", keras.optimizers.SGD(), PriorityTable(4))
+        PriorityStep(_model("linear"), "crossentropy", keras.optimizers.SGD(), PriorityTable(4))

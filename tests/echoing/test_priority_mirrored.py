@@ -1,5 +1,5 @@
-"""PGD feedback under MirroredStrategy on 2 logical CPUs equals the default strategy, in a
-custom loop and through ``model.fit`` (``echoing.keras.PrioritizedModel``).
+"""Priority-sampling feedback under MirroredStrategy on 2 logical CPUs equals the default strategy,
+in a custom loop and through ``model.fit`` (``echoing.keras.PriorityModel``).
 
 The check runs in a subprocess (``python this_file``), because logical devices must be configured
 before TensorFlow initialises, which the rest of the test session has already done.
@@ -48,7 +48,7 @@ def _result(table, feedback, model):
 
 
 def _run_fit(strategy):
-    """The same 10 steps through ``model.fit`` with ``echoing.keras.PrioritizedModel``."""
+    """The same 10 steps through ``model.fit`` with ``echoing.keras.PriorityModel``."""
     import keras
 
     import echoing
@@ -56,7 +56,7 @@ def _run_fit(strategy):
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
     table = echoing.PriorityTable(40)
     with strategy.scope():
-        model = echoing.keras.PrioritizedModel(_model(), per_example_loss=loss_fn, table=table)
+        model = echoing.keras.PriorityModel(_model(), per_example_loss=loss_fn, table=table)
         model.compile(keras.optimizers.SGD(0.5))
     batches = _data().batch(8, drop_remainder=True).repeat(2)
     batches = batches.map(lambda b: ({"inputs": b["x"], "id": b["id"]}, b["y"]))

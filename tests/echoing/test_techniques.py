@@ -51,7 +51,7 @@ def _config(**fields):
         ({"auto_echo_max_factor": 4.0}, ["auto_echo"]),
         ({"assist": True}, ["assistant"]),
         ({"echo": 2.0, "assist": True}, ["echo", "assistant"]),
-        ({"pgd": True}, ["priority"]),
+        ({"priority": True}, ["priority"]),
         ({"prune": True, "echo": 2.0}, ["echo", "prune"]),
         ({"select_ratio": 0.5, "assist": True}, ["assistant", "select"]),
     ],
@@ -190,17 +190,41 @@ def test_priority_technique_selects_its_own_batches_and_replaces_gradients():
             ValueError,
             "does not hold when the Assistant filters",
         ),
-        ({"pgd_top_ratio": -0.1}, ValueError, r"pgd_top_ratio must be a number in \[0, 1\]"),
-        ({"pgd": True, "strategy": "tpu"}, ValueError, "a TPU step"),
-        ({"pgd": True, "assist": True}, ValueError, "cannot be combined with assist=True"),
+        (
+            {"priority_top_ratio": -0.1},
+            ValueError,
+            r"priority_top_ratio must be a number in \[0, 1\]",
+        ),
+        (
+            {"priority": True, "strategy": "tpu"},
+            ValueError,
+            r"config priority=True with strategy='tpu': .* a TPU step .* for priority sampling\.",
+        ),
+        ({"priority": True, "assist": True}, ValueError, "cannot be combined with assist=True"),
+        (
+            {"priority": True, "eval_every_fresh_examples": 100},
+            ValueError,
+            "does not hold when priority sampling selects batches",
+        ),
         ({"select_ratio": 0.0}, ValueError, r"select_ratio must be in \(0, 1\] \(1 = off\)"),
         ({"select_ratio": 1.5}, ValueError, r"select_ratio must be in \(0, 1\]"),
         ({"select_ratio": 0.001, "data_batch_size": 8}, ValueError, "selects no rows"),
-        ({"select_ratio": 0.5, "pgd": True}, ValueError, "PGD chooses its own batches"),
         (
-            {"pgd": True, "prune": True},
+            {"select_ratio": 0.5, "priority": True},
             ValueError,
-            r"config pgd=True cannot be combined with prune=True: pgd draws the train batches",
+            "priority=True: priority sampling chooses its own batches",
+        ),
+        (
+            {"priority": True, "prune": True},
+            ValueError,
+            r"config priority=True cannot be combined with prune=True: priority sampling draws the "
+            "train batches",
+        ),
+        (
+            {"priority_top_ratio": 0.5, "pgd_top_ratio": 0.2},
+            ValueError,
+            r"config sets priority sampling's priority_top_ratio twice: pgd_top_ratio=0.2 \(its "
+            r"old name\) and priority_top_ratio=0.5; keep only --config.priority_top_ratio\.",
         ),
         ({"select_mode": "best"}, ValueError, r"select_mode='best': expected one of \('top'"),
     ],
@@ -255,6 +279,28 @@ def test_echo_keys_in_the_data_section_move_to_the_technique_with_a_warning():
     assert config.data.echo is None and config.data.echo_buffer_size is None
     (technique,) = techniques.from_config(_context(config))
     assert technique.name == "echo" and technique.echo_factor() == 2.0
+
+
+def test_priority_samplings_old_keys_are_renamed_with_a_warning():
+    with pytest.warns(
+        FutureWarning,
+        match=r"--config.pgd is now --config.priority, --config.pgd_renew_ratio is now "
+        r"--config.priority_renew_ratio; the old ones are read for one more release",
+    ):
+        config = run_config.resolve_config(_config(pgd=True, pgd_renew_ratio=0.5))
+    assert (config.priority, config.priority_top_ratio, config.priority_renew_ratio) == (
+        True,
+        0.1,
+        0.5,
+    )
+    assert config.pgd is None and config.pgd_renew_ratio is None  # read once, not twice
+    # The same value under both names is one setting, not a conflict.
+    with pytest.warns(FutureWarning, match="--config.pgd is now --config.priority"):
+        assert run_config.resolve_config(_config(pgd=True, priority=True)).priority
+    with pytest.warns(FutureWarning, match="--config.pgd_renew_ratio is now"):
+        context = _context(_config(priority=True, pgd_renew_ratio=0.5))
+    (technique,) = techniques.from_config(context)
+    assert technique.name == "priority" and technique._selection["renew_ratio"] == 0.5
 
 
 def test_techniques_declare_what_they_change_in_the_step():

@@ -33,7 +33,13 @@ from trainers import experiment, metrics_writer
         ({"jit_compile": "yes"}, TypeError, "'jit_compile'.*cannot be casted to .*bool"),
         ({"task_index": -1}, ValueError, "task_index must be >= 0"),
         ({"workers": 3}, TypeError, "'workers'.*cannot be casted to .*str"),
-        ({"pgd": True, "strategy": "tpu"}, ValueError, "pgd=True with strategy='tpu'"),
+        ({"priority": True, "strategy": "tpu"}, ValueError, "priority=True with strategy='tpu'"),
+        (
+            {"pgd": False, "priority": True},
+            ValueError,
+            r"sets priority sampling's priority twice: pgd=False \(its old name\) and "
+            "priority=True",
+        ),
         ({"model": "resnet50"}, ValueError, "model must be one of"),
         (
             {"data": {"batchsize": 8}},

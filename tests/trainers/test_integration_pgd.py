@@ -1,9 +1,15 @@
-"""configs/mnist1d.py:pgd=1 through trainers.experiment.run: priorities measured and logged."""
+"""configs/mnist1d.py:priority=1 through trainers.experiment.run: priorities measured and logged;
+priority sampling's old names (``pgd=1``, ``--config.pgd=True``) still work, for one release."""
+
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
+from absl import app
 
-from trainers import experiment, metrics_writer
+from trainers import experiment, metrics_writer, train
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 @pytest.mark.parametrize(
@@ -13,10 +19,12 @@ from trainers import experiment, metrics_writer
         (0.5, 0.5),
     ],
 )
-def test_pgd_measures_priorities_and_checkpoints_the_table(
+def test_priority_sampling_measures_priorities_and_checkpoints_the_table(
     top_ratio, renew_ratio, load_config, data_dir, tmp_path
 ):
-    config = load_config("mnist1d", f"pgd=1,top_ratio={top_ratio},renew_ratio={renew_ratio},smoke")
+    config = load_config(
+        "mnist1d", f"priority=1,top_ratio={top_ratio},renew_ratio={renew_ratio},smoke"
+    )
     config.data.data_dir = data_dir
     config.progress_bar, config.timing_steps = False, 0
     workdir = str(tmp_path)
@@ -41,10 +49,60 @@ def test_pgd_measures_priorities_and_checkpoints_the_table(
     assert any(name.startswith("priority_feedback/") for name in names), names
 
 
-def test_pgd_refuses_echo(load_config):
-    config = load_config("mnist1d", "pgd=1,echo=2,smoke")
+def test_priority_sampling_refuses_echo(load_config):
+    config = load_config("mnist1d", "priority=1,echo=2,smoke")
     with pytest.raises(
         ValueError,
-        match=r"pgd=True cannot be combined with echo=2\.0: pgd draws the train batches from a",
+        match=r"priority=True cannot be combined with echo=2\.0: priority sampling draws the "
+        "train batches from a",
     ):
         experiment.resolve_config(config)
+
+
+def test_the_old_config_argument_pgd_is_priority_with_a_warning(load_config):
+    with pytest.warns(
+        FutureWarning, match=r"configs/mnist1d.py's argument pgd= is now priority=; the old name"
+    ):
+        old = load_config("mnist1d", "pgd=1,top_ratio=0.5,smoke")
+    new = load_config("mnist1d", "priority=1,top_ratio=0.5,smoke")
+    assert old.to_dict() == new.to_dict()
+    assert experiment.resolve_config(old).priority
+
+
+def test_the_old_and_the_new_config_argument_together_are_refused(load_config):
+    with pytest.raises(
+        ValueError,
+        match=r"config arguments pgd and priority are one setting \(pgd is priority's old name\); "
+        r"give only priority, e.g. configs/mnist1d.py:priority=1\.",
+    ):
+        load_config("mnist1d", "pgd=1,priority=1,smoke")
+
+
+def test_an_old_flag_sets_priority_sampling_over_the_config_file_with_a_warning(
+    parse_binary_flags,
+):
+    argv = ["train", f"--config={CONFIGS / 'mnist1d.py'}:smoke", "--workdir=/x"]
+    config = parse_binary_flags([*argv, "--config.pgd=True", "--config.pgd_top_ratio=0.5"])
+    with pytest.warns(
+        FutureWarning,
+        match=r"--config.pgd is now --config.priority, --config.pgd_top_ratio is now "
+        r"--config.priority_top_ratio",
+    ):
+        train._rename_priority_flags(config)
+    assert (config.priority, config.priority_top_ratio) == (True, 0.5)
+    assert config.pgd is None and config.pgd_top_ratio is None
+    resolved = experiment.resolve_config(config)
+    assert (resolved.priority, resolved.priority_top_ratio) == (True, 0.5)
+
+
+@pytest.mark.parametrize("new", ["--config.priority=False", "--config.priority=True"])
+def test_an_old_and_a_new_flag_for_priority_sampling_are_refused(new, parse_binary_flags):
+    # --config.priority=False is the default's value, yet the user gave it: not overridden.
+    argv = ["train", f"--config={CONFIGS / 'mnist1d.py'}:smoke", "--workdir=/x"]
+    config = parse_binary_flags([*argv, "--config.pgd=True", new])
+    with pytest.raises(
+        app.UsageError,
+        match=r"--config.pgd and --config.priority both set priority sampling's priority; keep "
+        r"only --config.priority \(--config.pgd is its old name\)\.",
+    ):
+        train._rename_priority_flags(config)

@@ -38,7 +38,7 @@ def _techniques(config):
         "echo=1.5,insert=after_batch,smoke",
         "echo=auto,smoke",
         "assist=1,assist_reweight=1,smoke",
-        "pgd=1,smoke",
+        "priority=1,smoke",
     ],
 )
 def test_train_batches_have_static_per_replica_shapes(argument, load_config, data_dir):
@@ -54,8 +54,8 @@ def test_train_batches_have_static_per_replica_shapes(argument, load_config, dat
         assert spec.shape[0] == per_replica, (key, spec.shape)
     batch = next(iter(dataset))
     assert batch["inputs"].shape == (per_replica, 40, 1)
-    if config.pgd:
-        # PGD on worker 1 of 2 selects only from its shard: odd ids.
+    if config.priority:
+        # Priority sampling on worker 1 of 2 selects only from its shard: odd ids.
         assert (batch["id"].numpy() % 2 == 1).all()
 
 

@@ -145,7 +145,7 @@ def test_two_multi_worker_processes_select_priorities_each_from_its_own_shard(
     mnist1d_config_path, prepared_data_dir, tmp_path
 ):
     children, logs = _start_two_workers(
-        mnist1d_config_path, prepared_data_dir, tmp_path, config_argument="pgd=1,smoke"
+        mnist1d_config_path, prepared_data_dir, tmp_path, config_argument="priority=1,smoke"
     )
     _wait_all(children, logs)
     _assert_workers_agree(tmp_path)

@@ -4,8 +4,8 @@ Example::
 
     from echoing.techniques import config_checks
 
-    config_checks.fraction("pgd_top_ratio", 0.1)  # passes
-    # config_checks.fraction("pgd_top_ratio", 2.0)  -> ValueError naming the key and value
+    config_checks.fraction("priority_top_ratio", 0.1)  # passes
+    # config_checks.fraction("priority_top_ratio", 2.0)  -> ValueError naming the key and value
 """
 
 from __future__ import annotations

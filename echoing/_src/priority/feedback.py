@@ -1,4 +1,4 @@
-"""Priorities p_i = ḡ·g_i by one forward-mode JVP, the aggregated gradient ḡ, a PGD train step.
+"""Priorities p_i = ḡ·g_i by one forward-mode JVP, the aggregated gradient ḡ, a priority step.
 
 Example::
 
@@ -10,7 +10,7 @@ Example::
     y = np.random.randint(0, 10, 256)
     model = keras.Sequential([keras.Input((40,)), keras.layers.Dense(10)])
     table = echoing.PriorityTable(256)
-    step_fn = echoing.PrioritizedStep(
+    step_fn = echoing.PriorityStep(
         model,
         keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None),
         keras.optimizers.SGD(0.1),
@@ -21,11 +21,12 @@ Example::
     for step, batch in enumerate(ds.take(10)):
         metrics = step_fn(batch, step)  # trains, refreshes the batch's priorities in `table`
 
-The priority of example ``i`` is ``p_i = ḡ·g_i`` (Eq. 8 of the PGD paper) with ``g_i`` the gradient
-of its loss and ``ḡ`` the aggregated gradient. ``ḡ·g_i`` is the directional derivative of
-``loss_i`` along ``ḡ``, so one forward-mode JVP (``tf.autodiff.ForwardAccumulator`` with tangents
-``ḡ``) over the batch gives every ``p_i`` in the same forward pass that the backward pass for the
-mean gradient uses: no per-example gradients are formed.
+The priority of example ``i`` is ``p_i = ḡ·g_i`` (Eq. 8 of the paper, Li et al., "prioritized
+gradient descent") with ``g_i`` the gradient of its loss and ``ḡ`` the aggregated gradient.
+``ḡ·g_i`` is the directional derivative of ``loss_i`` along ``ḡ``, so one forward-mode JVP
+(``tf.autodiff.ForwardAccumulator`` with tangents ``ḡ``) over the batch gives every ``p_i`` in the
+same forward pass that the backward pass for the mean gradient uses: no per-example gradients are
+formed.
 
 ``ḡ`` follows Eq. 9, ``ḡ <- (1 - n/N)·ḡ + G``, with ``n`` the examples in the step and ``G`` the
 step's *mean* gradient (the gradient the optimizer applies). The authors' code adds a sum of
@@ -36,6 +37,7 @@ priority would be 0, so the first step writes no priorities (its examples stay u
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import keras
@@ -192,8 +194,9 @@ class PriorityFeedback(tf.Module):
         return rejected
 
 
-class PrioritizedStep(tf.Module):
-    """One PGD training step: forward once, apply the mean gradient, refresh the batch's priorities.
+class PriorityStep(tf.Module):
+    """One priority-sampling training step: forward once, apply the mean gradient, refresh the
+    batch's priorities.
 
     Every computed gradient is used (the paper's aggressive update): top-k and renewal examples
     alike contribute to the applied gradient, and all of their priorities are written.
@@ -224,7 +227,7 @@ class PrioritizedStep(tf.Module):
           TypeError: ``loss_fn`` is not callable, or see ``PriorityFeedback``.
           ValueError: the model has no trainable variables (build it first).
         """
-        super().__init__(name="prioritized_step")
+        super().__init__(name="priority_step")
         if not callable(loss_fn):
             raise TypeError(
                 f"loss_fn must be callable (labels, predictions) -> [n], got {loss_fn!r}."
@@ -259,3 +262,16 @@ class PrioritizedStep(tf.Module):
             "priority": priorities,
             "rejected": rejected,
         }
+
+
+class PrioritizedStep(PriorityStep):
+    """Deprecated, goes in the next release: ``echoing.PriorityStep`` (the same step, renamed)."""
+
+    def __init__(self, *args, **kwargs):
+        warnings.warn(
+            "echoing.PrioritizedStep is deprecated and goes in the next release: use "
+            "echoing.PriorityStep, the same step under priority sampling's one name.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(*args, **kwargs)

@@ -1,7 +1,8 @@
-"""Prioritized gradient descent under ``model.fit``: ``echoing.keras.PrioritizedModel``."""
+"""Priority sampling under ``model.fit``: ``echoing.keras.PriorityModel``."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import keras
@@ -17,8 +18,8 @@ from echoing._src.core.keras_feedback import (
 from echoing._src.priority.feedback import PriorityFeedback
 
 
-class PrioritizedModel(_PerExampleLossModel):
-    """``model`` for ``fit``, trained by prioritized gradient descent (PGD).
+class PriorityModel(_PerExampleLossModel):
+    """``model`` for ``fit``, trained on batches chosen by priority sampling.
 
     Example::
 
@@ -32,7 +33,7 @@ class PrioritizedModel(_PerExampleLossModel):
         batches = echoing.priority_sample(table, arrays, batch_size=32, top_ratio=0.25,
                                           renew_ratio=0.75, seed=0)
         net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
-        model = echoing.keras.PrioritizedModel(
+        model = echoing.keras.PriorityModel(
             net,
             per_example_loss=keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True, reduction=None),
@@ -72,16 +73,16 @@ class PrioritizedModel(_PerExampleLossModel):
     ):
         if not isinstance(model, keras.Model) or not model.trainable_variables:
             raise TypeError(
-                f"PrioritizedModel(model={model!r}): expected a built keras.Model with "
+                f"{type(self).__name__}(model={model!r}): expected a built keras.Model with "
                 "trainable variables (give it an Input, or call it once, first)."
             )
         if not callable(per_example_loss):
             raise TypeError(
-                f"PrioritizedModel(per_example_loss={per_example_loss!r}): expected a callable "
-                "(y_true, y_pred) -> [B], e.g. keras.losses.SparseCategoricalCrossentropy("
+                f"{type(self).__name__}(per_example_loss={per_example_loss!r}): expected a "
+                "callable (y_true, y_pred) -> [B], e.g. keras.losses.SparseCategoricalCrossentropy("
                 "from_logits=True, reduction=None)."
             )
-        super().__init__(name=f"{model.name}_prioritized")
+        super().__init__(name=f"{model.name}_priority")
         self.model = model
         self.per_example_loss = per_example_loss
         self.inputs_key, self.id_key = inputs_key, id_key
@@ -114,3 +115,16 @@ class PrioritizedModel(_PerExampleLossModel):
             else:
                 metric.update_state(y, predictions[0], sample_weight=sample_weight)
         return {metric.name: metric.result() for metric in self.metrics}
+
+
+class PrioritizedModel(PriorityModel):
+    """Deprecated, goes in the next release: ``echoing.keras.PriorityModel`` (renamed)."""
+
+    def __init__(self, model: keras.Model, **arguments):
+        warnings.warn(
+            "echoing.keras.PrioritizedModel is deprecated and goes in the next release: use "
+            "echoing.keras.PriorityModel, the same model under priority sampling's one name.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(model, **arguments)

@@ -11,8 +11,8 @@ Example::
     batch = next(iter(ds))  # {"x": [20, 40], "y": [20], "id": [20], "sample_weight": [20]}
     # ... train on the batch, then: table.update(batch["id"], priorities, step)
 
-Each batch of ``batch_size`` examples has three parts (Algorithm 1 of the PGD paper, with every
-computed gradient used, the paper's "aggressive" update):
+Each batch of ``batch_size`` examples has three parts (Algorithm 1 of Li et al., "prioritized
+gradient descent", with every computed gradient used, the paper's "aggressive" update):
 
 * ``renew = round(renew_ratio * batch_size)`` ids round-robin: step ``t`` takes ids
   ``t*renew .. t*renew + renew - 1`` (mod N), so every id is measured again every
@@ -263,7 +263,7 @@ def priority_sample(
     keys: Sequence[str] | None = None,
     input_context: tf.distribute.InputContext | None = None,
 ) -> tf.data.Dataset:
-    """An endless dataset of prioritized batches gathered from a random-access source.
+    """An endless dataset of priority-sampled batches gathered from a random-access source.
 
     Under ``strategy.distribute_datasets_from_function``, pass the ``input_context`` your
     ``dataset_fn`` receives and an ``echoing.ShardedPriorityTable`` with one shard per input

@@ -160,7 +160,7 @@ def pipeline_share(
     global_batch_size: int,
     seed: int | None,
 ) -> PipelineShare:
-    """This input pipeline's share of a prioritized selection (``priority_sample``): pipeline
+    """This input pipeline's share of a priority selection (``priority_sample``): pipeline
     ``i`` of ``P`` selects ``global_batch_size / P`` examples a step from ``table.shards[i]`` and
     splits them over the ``num_replicas_in_sync / P`` replicas it feeds. Without an
     ``input_context`` the one pipeline selects the whole batch from the whole (unsharded) table.

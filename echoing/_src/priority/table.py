@@ -1,4 +1,4 @@
-"""Per-example priorities for prioritized gradient descent: learn, estimate, checkpoint.
+"""Per-example priorities for priority sampling: learn, estimate, checkpoint.
 
 Example::
 
@@ -11,7 +11,7 @@ Example::
     table.estimate(step=4)  # [0.574, 0.5, inf, inf]: slope of id 0 = 0.8 * ln(1/2) / 2
     tf.train.Checkpoint(priorities=table).write("/tmp/priorities")
 
-Algorithm 2 of the PGD paper (Li et al., "prioritized gradient descent"): per example ``i`` the
+Algorithm 2 of the paper (Li et al., "prioritized gradient descent"): per example ``i`` the
 table keeps ``ln p_i`` from its last measurement, the step ``t_i`` of that measurement, and a
 slope ``a_i`` of ``ln p`` per step. A new measurement ``p`` at step ``t`` learns
 
@@ -51,7 +51,7 @@ NEVER_MEASURED = -1
 
 
 class PriorityTable(tf.Module):
-    """Host-side per-example priority state (Algorithm 2 of the PGD paper).
+    """Host-side per-example priority state (Algorithm 2 of the paper).
 
     Attributes:
       num_examples: ``N``, the number of examples; ids are ``0 .. N-1``.

@@ -1,4 +1,4 @@
-"""Prioritized gradient descent as a technique: batches chosen from a priority table.
+"""Priority sampling as a technique: batches chosen from a priority table.
 
 Example::
 
@@ -19,14 +19,18 @@ Example::
 
 Each input pipeline (worker) selects its own top-k and renewal from its shard of the table
 (``echoing.priority_sample(..., input_context=...)``); the input pipeline's stages
-(augmentation, echo) are not used. Config fields: ``pgd``, ``pgd_top_ratio``, ``pgd_renew_ratio``.
+(augmentation, echo) are not used. Config fields: ``priority``, ``priority_top_ratio``,
+``priority_renew_ratio``; their names before (``pgd``, ``pgd_top_ratio``, ``pgd_renew_ratio``) are
+read, with a FutureWarning that names the new key, for one more release (``renamed_fields``).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import tensorflow as tf
+from ml_collections import config_dict
 
 from echoing._src.core import config_checks
 from echoing._src.core.technique import Context, ExamplesById, Feedback, Technique
@@ -119,37 +123,75 @@ class PriorityTechnique(PriorityGradients):
         return {f"priority_{key}": float(value) for key, value in statistics.items()}
 
 
+# The config keys before (pgd: prioritized gradient descent) -> their names now, and the type
+# of the old key's placeholder. The old keys stay unset placeholders, so that
+# ``--config.pgd=True`` still parses; ``renamed_fields`` reads them for one more release.
+RENAMED_KEYS = {
+    "pgd": ("priority", bool),
+    "pgd_top_ratio": ("priority_top_ratio", float),
+    "pgd_renew_ratio": ("priority_renew_ratio", float),
+}
+
+
 def default_config(config) -> None:
-    # Prioritized gradient descent: batches of the train split (held in memory, no augmentation
-    # or echo) chosen from a PriorityTable: top_ratio top-k priorities, renew_ratio round-robin.
-    config.pgd = False
-    config.pgd_top_ratio = 0.1
-    config.pgd_renew_ratio = 0.9
+    # Priority sampling: batches of the train split (held in memory, no augmentation or echo)
+    # chosen from a PriorityTable: top_ratio top-k priorities, renew_ratio round-robin.
+    config.priority = False
+    config.priority_top_ratio = 0.1
+    config.priority_renew_ratio = 0.9
+    for old, (_, kind) in RENAMED_KEYS.items():
+        config[old] = config_dict.placeholder(kind)
+
+
+def renamed_fields(config) -> dict:
+    """The old keys (``pgd*``) ``config`` sets (not None), as ``{new key: value}``, with a
+    FutureWarning that names the new keys; ``{}`` when it sets none.
+
+    Example::
+
+        renamed_fields({"pgd": True, "pgd_top_ratio": None})  # {"priority": True}, and a warning
+    """
+    renamed = {
+        RENAMED_KEYS[old][0]: config[old] for old in RENAMED_KEYS if config.get(old) is not None
+    }
+    if renamed:
+        warnings.warn(
+            "priority sampling's config keys are renamed: "
+            + ", ".join(
+                f"--config.{old} is now --config.{new}"
+                for old, (new, _) in RENAMED_KEYS.items()
+                if new in renamed
+            )
+            + "; the old ones are read for one more release.",
+            FutureWarning,
+            stacklevel=3,
+        )
+    return renamed
 
 
 def check_config(config) -> None:
-    for key in ("pgd_top_ratio", "pgd_renew_ratio"):
+    for key in ("priority_top_ratio", "priority_renew_ratio"):
         config_checks.fraction(key, config[key])
-    if not config.pgd:
+    if not config.priority:
         return
     if config.strategy == "tpu":
         raise ValueError(
-            "config pgd=True with strategy='tpu': priorities are written into a host-memory "
+            "config priority=True with strategy='tpu': priorities are written into a host-memory "
             "table after each step, and a TPU step (compiled whole) cannot run those host ops. "
-            "Use strategy='default', 'mirrored' or 'multi_worker' for pgd."
+            "Use strategy='default', 'mirrored' or 'multi_worker' for priority sampling."
         )
-    config_checks.refuse_fresh_evaluation(config, "PGD selects batches")
+    config_checks.refuse_fresh_evaluation(config, "priority sampling selects batches")
 
 
 def from_config(context: Context) -> PriorityTechnique | None:
     config = context.config
-    if not config.pgd:
+    if not config.priority:
         return None
     return PriorityTechnique(
         context.examples(),
         global_batch_size=config.data.batch_size,
-        top_ratio=config.pgd_top_ratio,
-        renew_ratio=config.pgd_renew_ratio,
+        top_ratio=config.priority_top_ratio,
+        renew_ratio=config.priority_renew_ratio,
         seed=config.seed,
         num_input_pipelines=context.num_input_pipelines,
     )
