@@ -5,8 +5,8 @@ Example::
     python benchmarks/jit_compile.py            # writes benchmarks/results/jit_compile.{json,png}
     python benchmarks/jit_compile.py --quick --output /tmp/jit.json   # seconds, for tests
 
-For each model (the MNIST-1D CNN, the small ResNet) and step variant (plain; PGD, whose step
-adds a forward-mode JVP for the priorities) a ``trainers.loop.Trainer`` with
+For each model (the MNIST-1D CNN, the small ResNet) and step variant (plain; ``pgd``, priority
+sampling's step, which adds a forward-mode JVP for the priorities) a ``trainers.loop.Trainer`` with
 ``jit_compile=False`` and one with ``jit_compile=True`` train from the same weights on one cached
 batch (no input cost), ``--steps`` steps per measurement after warm-up (which includes the XLA
 compilation). The two alternate ``--repeats`` times and the median seconds per step of each is

@@ -1,7 +1,7 @@
 """Prioritized gradient descent vs mini-batch SGD on MNIST-1D, side by side in one run.
 
 A user's own loop over the public library API (``echoing.priority_sample``,
-``echoing.PrioritizedStep``); ``--gather`` alone times internal parts of the sampler (a Python
+``echoing.PriorityStep``); ``--gather`` alone times internal parts of the sampler (a Python
 decode against the graph's), an ablation of the implementation, not a user path.
 
 Example::
@@ -15,7 +15,7 @@ Every method trains the same model from the same initial weights on the same exa
 
 * ``sgd``: mini-batch SGD on a reshuffled epoch order (``Dataset.shuffle(N).repeat().batch``);
 * ``pgd_paper``: ``echoing.priority_sample`` top-k with ``k = r`` (the paper's MNIST setting,
-  1% + 1% of N), priorities by ``PrioritizedStep`` (one JVP per step, every gradient used);
+  1% + 1% of N), priorities by ``PriorityStep`` (one JVP per step, every gradient used);
 * ``pgd_tuned``: top-k with ``k < r`` (the paper's advice), the ratio picked by a pilot grid
   (see ``METHODS``);
 * ``pgd_proportional``: ``mode="proportional"`` (∝ p̂, importance weights β = 0.5), same
@@ -53,7 +53,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from echoing import PrioritizedStep, PriorityTable
+from echoing import PriorityStep, PriorityTable
 from echoing._src.core.sources import DataSourceSource
 from echoing._src.priority.sampling import PrioritySampler, priority_sample, sampled_batches
 from pipelines.sources import mnist1d
@@ -165,7 +165,7 @@ def train(
         dataset = priority_sample(
             table, {"x": data["x"], "y": data["y"]}, batch_size=batch_size, seed=seed, **settings
         )
-        step_fn = PrioritizedStep(model, LOSS, optimizer, table)
+        step_fn = PriorityStep(model, LOSS, optimizer, table)
 
     curve = {"step": [], "seconds": [], "train_loss": [], "test_accuracy": []}
     iterator = iter(dataset)

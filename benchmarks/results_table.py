@@ -110,7 +110,7 @@ _PASSM_PLUS = (
 _BY_SEED = "{figure:.2f}× (paired by seed; per seed {seeds:.2f}×, {seeds.n} seeds)"
 _PRUNED = "{figure:.2f}× wall time for the same epochs (per seed {seeds:.2f}×, {seeds.n} seeds)"
 _PAIRED = "{paired:.2f}× paired ({range:.2f}×) on those"
-_PGD_DIGITS_EARLY = (
+_PRIORITY_DIGITS_EARLY = (
     "datasets", "digits", "summary", "0.1", "methods", "pgd", "paired_steps_speedup", "mean"
 )  # fmt: skip
 
@@ -384,11 +384,11 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         source="pgd_clean.json",
-        study="pgd.md#PGD on clean data",
+        study="pgd.md#Priority sampling on clean data",
         situation="Clean data, plain SGD at its tuned learning rate (digits, {digits:,} examples; "
         "a synthetic set of {synthetic:,})",
-        technique="Prioritized gradient descent: `echoing.PrioritySampler`, "
-        "`echoing.keras.PrioritizedModel`; `--config=configs/mnist1d.py:pgd=1`",
+        technique="Priority sampling: `echoing.PrioritySampler`, "
+        "`echoing.keras.PriorityModel`; `--config=configs/mnist1d.py:priority=1`",
         figure="pgd_steps_speedup_clean",
         reached="{figure:.2f}× the steps to SGD's final training loss (paired by seed)",
         unreached="never reaches SGD's final training loss; to its loss at a tenth of the run, "
@@ -399,7 +399,7 @@ ROWS: tuple[Row, ...] = (
         values={
             "digits": ("datasets", "digits", "num_examples"),
             "synthetic": ("datasets", "classification", "num_examples"),
-            "early": _PGD_DIGITS_EARLY,
+            "early": _PRIORITY_DIGITS_EARLY,
         },
     ),
     Row(

@@ -206,7 +206,7 @@ def test_oracle_diagnostic_runs_every_variant(quick_run):
 
 def test_notebook_executes_on_the_results(quick_run, execute_notebook):
     output, _ = quick_run
-    outputs = execute_notebook("prioritized", PGD_RESULTS=output / "pgd_quick.json")
+    outputs = execute_notebook("priority_sampling", PGD_RESULTS=output / "pgd_quick.json")
     images = [out for out in outputs if "image/png" in out.get("data", {})]
     assert len(images) == 4  # loss curves, accuracy/speed-ups, selection cost, oracle
     printed = "".join(out.get("text", "") for out in outputs)
