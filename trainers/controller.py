@@ -246,6 +246,18 @@ class Controller:
                 step, evaluated = self._loop(step, progress)
                 evaluation = evaluated or evaluation
                 interrupts.raise_if_requested()  # a signal's stop, where row and step agree
+        if self._finished and step < self.schedule.num_steps:
+            reasons = [
+                t.run_end_reason
+                for t in self.techniques
+                if t.progress() is not None and float(t.progress()) >= 1.0
+            ]
+            print(
+                f"The run ended at step {step} of num_steps={self.schedule.num_steps}: "
+                + "; ".join(reasons or ["a technique's progress reached 1"])
+                + ".",
+                file=sys.stderr,
+            )
         return step, evaluation
 
     def _loop(self, step: int, progress: tqdm.tqdm) -> tuple[int, dict[str, float]]:

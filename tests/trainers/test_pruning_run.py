@@ -46,11 +46,18 @@ def test_a_pruned_run_ends_after_its_epochs_in_fewer_steps(whole_run, prune_conf
     assert experiment.run(prune_config, workdir)["step"] == summary["step"]
 
 
-def test_the_loop_that_ends_a_pruned_run_stops_near_its_epochs(whole_run, prune_config, tmp_path):
+def test_the_loop_that_ends_a_pruned_run_stops_near_its_epochs(
+    whole_run, prune_config, tmp_path, capsys
+):
     short = whole_run[1]["step"]  # loops of 10 steps
     prune_config.steps_per_loop = 50  # the run ends inside its third loop (~120 steps)
     prune_config.eval_every_steps = prune_config.checkpoint_every_steps = 160
     long = experiment.run(prune_config, str(tmp_path / "loops_of_50"))["step"]
+    # The user is told why the run stopped before num_steps, and how to train longer.
+    assert (
+        f"The run ended at step {long} of num_steps=160: pruning measures the run in epochs"
+        in capsys.readouterr().err
+    )
     # From the second loop on, the last loop is cut at the steps the epochs' rate leaves,
     # instead of running to step 150 (it overshoots by what that rate misjudges, which
     # depends on how far the pipeline has read ahead).

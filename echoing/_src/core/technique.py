@@ -139,6 +139,8 @@ class Technique(ClosesOnExit):
     selects_rows: bool = False
     # True: ``gradients`` replaces the step's backward pass (at most one technique per run).
     replaces_gradients: bool = False
+    # With ``progress``: why a run it ends before ``num_steps`` ended there, for the user.
+    run_end_reason: str = ""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

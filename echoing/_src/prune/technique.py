@@ -39,6 +39,11 @@ class PruningTechnique(Technique):
 
     name = "prune"
     wants_losses = True
+    run_end_reason = (
+        "pruning measures the run in epochs (prune_epochs; 0: the epochs num_steps full "
+        "batches cover) and has read them all. The examples it prunes, and those a filter "
+        "after it drops (the Assistant), take no steps; set prune_epochs to train longer"
+    )
 
     def __init__(
         self,
