@@ -47,6 +47,7 @@ import tensorflow as tf
 
 import echoing
 from echoing import meters as echo_meters
+from echoing._src.core.meters import checkpointable
 from echoing._src.core.technique import Insertion, check_insertions
 from echoing._src.core.types import DatasetTransformation
 from pipelines import augment, service, sources
@@ -424,22 +425,6 @@ def _eval_pipeline(config, split, batch_size) -> Pipeline:
             Stage("prefetch", lambda ds: _prefetch(ds, config.prefetch)),
         ]
     )
-
-
-def checkpointable(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """``dataset`` with options that let ``tf.train.Checkpoint(iterator=...)`` save its position.
-
-    The meters' counting maps (and other stages' host variables) are external state to tf.data,
-    which by default refuses to serialise it. Those variables are checkpointed on their own
-    (``EchoMeters`` is a ``tf.Module``), so the iterator checkpoint may ignore them.
-
-    Example::
-
-        dataset = checkpointable(dataset.apply(meters.fresh.count()))
-    """
-    options = tf.data.Options()
-    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-    return dataset.with_options(options)
 
 
 def with_autotune(dataset: tf.data.Dataset, enabled: bool) -> tf.data.Dataset:

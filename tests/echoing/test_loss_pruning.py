@@ -248,6 +248,18 @@ def test_read_gathers_the_kept_rows_by_id():
     assert N // 4 < rows < N
 
 
+@pytest.mark.parametrize("path", ["read", "stream"])
+def test_an_iterator_of_either_path_checkpoints_with_default_options(tmp_path, path):
+    stage = echoing.loss_prune(_table(np.linspace(0.0, 1.0, N)), num_epochs=3, seed=0)
+    if path == "read":
+        dataset = stage.read({"x": np.zeros([N, 2], "float32")}, batch_size=8)
+    else:
+        dataset = _ids().apply(stage).batch(8)
+    iterator = iter(dataset)
+    next(iterator)  # the stage's variables are saved with it, not by tf.data
+    tf.train.Checkpoint(stage=stage, iterator=iterator).save(str(tmp_path / "ckpt"))
+
+
 def test_by_id_state_survives_a_checkpoint(tmp_path):
     table = _table(np.where(np.arange(N) < N // 2, 0.1, 3.0))
     stage = echoing.loss_prune(table, num_epochs=9, seed=0)
@@ -310,6 +322,7 @@ def test_an_iterator_restored_mid_epoch_goes_on_with_the_same_ids(tmp_path, stag
         (lambda s: s.epoch_ids(ids=[]), r"non-empty 1-D array of int ids"),
         (lambda s: s.epoch_ids(ids=[0.5]), r"non-empty 1-D array of int ids"),
         (lambda s: s.epoch_ids(ids=[0, N]), rf"ids must be in \[0, {N}\).*\[0, {N}\]"),
+        (lambda s: s.epoch_ids(ids=[3, 1, 3, 3]), r"once, got 2 repeats \(e.g. id 3 3 times\)"),
         (lambda s: s.read({"x": np.zeros([N + 1, 2])}, batch_size=4), r"LossTable\(65\)"),
         (lambda s: s.read({"x": np.zeros([N, 2])}, batch_size=0), r"batch_size=0"),
         (lambda s: s.read({"id": np.zeros([N])}, batch_size=4), r"reserved"),

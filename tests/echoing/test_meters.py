@@ -88,3 +88,13 @@ def test_counters_are_saved_and_restored_with_a_checkpoint(tmp_path):
     restored = meters.EchoMeters()
     tf.train.Checkpoint(meters=restored).restore(path).assert_consumed()
     assert restored.fresh.value() == 7
+
+
+def test_a_counted_dataset_checkpoints_its_iterator_with_default_options(tmp_path):
+    counts = meters.EchoMeters()
+    iterator = iter(tf.data.Dataset.range(7).apply(counts.fresh.count()))
+    next(iterator)  # the counter is saved with the meters, not by tf.data's iterator state
+    path = tf.train.Checkpoint(meters=counts, iterator=iterator).save(str(tmp_path / "ckpt"))
+    assert [int(next(iterator)) for _ in range(3)] == [1, 2, 3]
+    tf.train.Checkpoint(meters=counts, iterator=iterator).restore(path)
+    assert int(next(iterator)) == 1  # back where it was saved

@@ -55,7 +55,8 @@ class ElementCounter(tf.Module):
         def transformation(dataset: tf.data.Dataset) -> tf.data.Dataset:
             if rows:
                 _check_batched(dataset.element_spec, self.name)
-            return dataset.map(increment, name=f"count_{self.name}")
+            # Checkpointed with its iterator as a user would: the counter is saved on its own.
+            return checkpointable(dataset.map(increment, name=f"count_{self.name}"))
 
         return transformation
 
@@ -116,4 +117,26 @@ def _rows(tensor) -> tf.Tensor:
     return tf.shape(tensor, out_type=tf.int64)[0]
 
 
-__all__ = ["EchoMeters", "ElementCounter"]
+def checkpointable(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """``dataset`` with options that let ``tf.train.Checkpoint(iterator=...)`` save its position.
+
+    The meters' counting maps (and other stages' host variables: pruning's) are external state
+    to tf.data, which by default refuses to serialise it ("ReadVariableOp is stateful"). Those
+    variables are checkpointed on their own (``EchoMeters`` and the stages are ``tf.Module``s),
+    so the iterator checkpoint may ignore them.
+
+    Example::
+
+        seen = tf.Variable(0, dtype=tf.int64)  # a stage's own state, saved with the run
+        dataset = checkpointable(tf.data.Dataset.range(4).map(lambda x: x + seen))
+        iterator = iter(dataset)
+        tf.train.Checkpoint(seen=seen, iterator=iterator).save("/tmp/checkpointable/ckpt")
+
+    (``ElementCounter.count`` and pruning's stages return such datasets already.)
+    """
+    options = tf.data.Options()
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    return dataset.with_options(options)
+
+
+__all__ = ["EchoMeters", "ElementCounter", "checkpointable"]

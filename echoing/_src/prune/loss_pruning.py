@@ -184,7 +184,8 @@ class LossPruning(StreamPruning, tf.Module):
         iteration = tf.data.Dataset.range(1).map(
             lambda _: self.iterations.assign_add(1), name=f"{self.name}_iteration"
         )
-        return iteration.flat_map(one_epoch, name=f"{self.name}_epoch")
+        # The stage's variables hold its state: the iterator checkpoint may ignore them.
+        return meters.checkpointable(iteration.flat_map(one_epoch, name=f"{self.name}_epoch"))
 
     def _open_epoch(self, iteration, universe, width, drop_remainder) -> tf.Tensor:
         """Decides the next epoch's kept ids and their order, kept until the next epoch opens."""
@@ -277,6 +278,14 @@ class LossPruning(StreamPruning, tf.Module):
             raise ValueError(
                 f"LossPruning.epoch_ids(ids=...): ids must be in [0, {self.table.num_examples}) "
                 f"(the loss table's size), got ids in [{values.min()}, {values.max()}]."
+            )
+        unique, counts = np.unique(values, return_counts=True)
+        if unique.size < values.size:
+            raise ValueError(
+                f"LossPruning.epoch_ids(ids=...): each id may appear once, got "
+                f"{values.size - unique.size} repeats (e.g. id {unique[counts > 1][0]} "
+                f"{counts.max()} times), which would read those examples more than once an "
+                "epoch; pass the distinct ids (np.unique(ids))."
             )
         return tf.constant(values, tf.int64)
 

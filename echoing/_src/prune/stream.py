@@ -24,7 +24,7 @@ import warnings
 
 import tensorflow as tf
 
-from echoing._src.core import grouping
+from echoing._src.core import grouping, meters
 
 
 class StreamPruning:
@@ -46,12 +46,14 @@ class StreamPruning:
                 f"{spec[self.id_key]}; insert the stage before batch()."
             )
         self._check_epoch_size(int(dataset.cardinality()))
-        return (
+        kept = (
             dataset.batch(grouping.group_size(spec, self.group_size))
             # Sequential: each group's epoch and threshold follow from the groups before it.
             .map(self._keep_group, name=f"{self.name}_keep")
             .unbatch(name=f"{self.name}_unbatch")
         )
+        # The stage's variables hold its state: the iterator checkpoint may ignore them.
+        return meters.checkpointable(kept)
 
     def _check_epoch_size(self, size: int) -> None:
         """An epoch longer than the input stretches pruning's epochs (threshold, anneal)."""
