@@ -167,3 +167,26 @@ def test_float_ids_are_refused_when_fit_traces_the_step():
     with pytest.raises(TypeError, match=r"x\['id'\] must hold integer example ids, got dtype"):
         model.fit(x, np.zeros(8, np.int64), batch_size=4, epochs=1, verbose=0)
     assert not table.seen.numpy().any()
+
+
+def test_evaluate_on_unmapped_batch_dicts_names_the_map_that_fixes_it():
+    model = _loss_feedback()
+    model.fit(_batches(X, Y), epochs=1, verbose=0)
+    batches = echoing.with_ids(tf.data.Dataset.from_tensor_slices((X, Y))).batch(BATCH)
+    with pytest.raises(
+        TypeError,
+        match=r"LossFeedback got no labels y to evaluate on, and x = a dict with keys "
+        r"\['id', 'inputs', 'label'\]: evaluate was given the batch dicts themselves\. .*"
+        r"model\.evaluate\(batches\.map\(echoing\.keras\.fit_inputs\)\)",
+    ):
+        model.evaluate(batches, verbose=0)
+    mapped = model.evaluate(batches.map(echoing.keras.fit_inputs), verbose=0, return_dict=True)
+    assert set(mapped) == {"loss", "accuracy"}
+
+
+def test_a_model_of_two_outputs_needs_a_loss_per_output_in_compile():
+    inputs = keras.Input((8,))
+    two = keras.Model(inputs, [keras.layers.Dense(3)(inputs), keras.layers.Dense(3)(inputs)])
+    model = echoing.keras.LossFeedback(two, per_example_loss=_per_example_loss(), observers=[])
+    with pytest.raises(ValueError, match=r"the wrapped model has 2 outputs, and compile\(\) wi"):
+        model.compile("sgd")

@@ -54,8 +54,16 @@ class _PerExampleLossModel(keras.Model):
     def compile(self, optimizer="rmsprop", loss=None, *args, **kwargs):
         """``keras.Model.compile``; without a ``loss``, ``per_example_loss``'s weighted mean."""
         if loss is None:
+            _require_one_output(self)
             loss = _MeanLoss(self.per_example_loss, type(self).__name__)
         super().compile(optimizer, loss, *args, **kwargs)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if y is None:  # at trace time, instead of Keras's "None values not supported"
+            _require_labels(self, x, y, "fit" if training else "evaluate")
+        return super().compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
+        )
 
 
 class LossFeedback(_PerExampleLossModel):
@@ -185,25 +193,40 @@ def _require_ids(owner: keras.Model, x) -> None:
         )
 
 
-def _require_labels(owner: keras.Model, x, y) -> None:
-    """Refuses a train batch without labels ``y`` (at trace time). The usual cause: batch dicts
-    ``{"inputs", "label", "id"}`` given to ``fit`` unmapped, so the labels sit inside ``x`` and
-    Keras would fail deep in the loss with "None values not supported"."""
+def _require_labels(owner: keras.Model, x, y, method: str = "fit") -> None:
+    """Refuses a batch without labels ``y`` (at trace time). The usual cause: batch dicts
+    ``{"inputs", "label", "id"}`` given to ``fit`` or ``evaluate`` unmapped, so the labels sit
+    inside ``x`` and Keras would fail deep in the loss with "None values not supported"."""
     if y is not None:
         return
-    name = type(owner).__name__
+    name, purpose = type(owner).__name__, "train on" if method == "fit" else "evaluate on"
+    example = f"model.{method}(batches.map(echoing.keras.fit_inputs))"
     if isinstance(x, dict) and "label" in x:
         raise TypeError(
-            f"{name} got no labels y to train on, and x = {_describe(x)}: fit was given the "
-            "batch dicts themselves. Map the batches with echoing.keras.fit_inputs, which gives "
-            "fit x = {'inputs', 'id'} and y = the labels (and any sample weights), e.g. "
-            "model.fit(batches.map(echoing.keras.fit_inputs))."
+            f"{name} got no labels y to {purpose}, and x = {_describe(x)}: {method} was given "
+            "the batch dicts themselves. Map the batches with echoing.keras.fit_inputs, which "
+            f"gives {method} x = {{'inputs', 'id'}} and y = the labels (and any sample "
+            f"weights), e.g. {example}."
         )
     raise TypeError(
-        f"{name} got no labels y to train on (x = {_describe(x)}); give fit (x, y) batches: "
-        "batch dicts {'inputs', 'label', 'id'} mapped with echoing.keras.fit_inputs, e.g. "
-        "model.fit(batches.map(echoing.keras.fit_inputs))."
+        f"{name} got no labels y to {purpose} (x = {_describe(x)}); give {method} (x, y) "
+        "batches: batch dicts {'inputs', 'label', 'id'} mapped with echoing.keras.fit_inputs, "
+        f"e.g. {example}."
     )
+
+
+def _require_one_output(owner: keras.Model) -> None:
+    """Refuses the default loss for a model of several outputs: Keras would give the one loss
+    to the first and fail on a label path ("The path: (0,) in the `loss` argument")."""
+    outputs = getattr(owner.model, "outputs", None) or ()
+    if len(outputs) > 1:
+        raise ValueError(
+            f"{type(owner).__name__}: the wrapped model has {len(outputs)} outputs, and "
+            "compile() without a loss trains on per_example_loss's mean, for one output. Give "
+            "compile a loss per output (compile(optimizer, loss=[loss_a, loss_b]); "
+            "per_example_loss(y, y_pred) then still feeds the observers, with y_pred the list "
+            "of outputs), or wrap a model with one output."
+        )
 
 
 def _describe(x) -> str:
