@@ -4,6 +4,9 @@ r"""Where asynchronous accuracy goes: staleness without threads, threads, and PA
     python benchmarks/async_staleness_ablation.py --quick  # seconds (tested)
     python benchmarks/async_staleness_ablation.py --variants=delayed,concurrent_assm
     python benchmarks/async_staleness_ablation.py --momentum=0 --rates=0.1,0.2,0.5  # low momentum
+    python benchmarks/async_staleness_ablation.py --variants=sequential,delayed,delayed_predicted \
+        --rates=0.005,0.01,0.02,0.03,0.05,0.1 \
+        --output=benchmarks/results/async_staleness_ablation_remedies.json  # remedies
 
 The MNIST-1D CNN of ``configs/passm.py`` (``num_steps`` updates, batch 32, momentum 0.9, decays
 ×0.1 at 50% and 75%), c = 2, each variant at every rate of the grid on the seeds given. The
@@ -17,6 +20,10 @@ input of worker w is ``async_experiment.train_dataset_fn(...)(w)``, exactly the 
   momentum sets and inputs taken in turn as in ``round_robin``: staleness exactly 1, the
   statistical cost of the staleness the concurrent runs measure (mean ≈ 1), nothing else.
 - ``delayed_shared``: ``delayed`` with one momentum buffer for both workers.
+- ``delayed_predicted``: ``delayed`` with weight prediction (SpecTrain, Chen et al. 2018): the
+  gradient is taken not at the parameters read but one momentum step of the update that lands
+  in between further, x_read − η·m·u (u that update's worker's buffer before it): what a worker
+  knows at its read of the update the other is about to apply.
 - ``concurrent_assm`` / ``concurrent_passm`` / ``concurrent_passm_plus``: the shared-memory
   backend (`trainers.passm.SharedMemoryTrainer`), c threads, as the study runs it.
 - ``concurrent_passm_plus_reset``: the same, every momentum buffer zeroed at each phase switch
@@ -24,7 +31,10 @@ input of worker w is ``async_experiment.train_dataset_fn(...)(w)``, exactly the 
 
 ``--momentum`` sets every variant's momentum (default the config's 0.9): with a gradient one
 update stale, heavy-ball momentum is stable only for an effective step η/(1 − m) below ~1/h, so
-a low-momentum grid keeps η/(1 − m) (m = 0 at 10× the rates) rather than η.
+a low-momentum grid keeps η/(1 − m) (m = 0 at 10× the rates) rather than η. Two more remedies
+apply to the sequential variants only (the backend has neither): ``--warmup-fraction`` raises the
+rate linearly from 0 over that fraction of the run; ``--dc-lambda`` adds DC-ASGD's delay
+compensation (Zheng et al. 2017) to the stale gradients, g + λ·g⊙g⊙(x_now − x_read).
 
 The headline is each variant's mean final accuracy at its best rate minus ``sequential``'s, in
 points (null for a variant not run).
@@ -48,6 +58,7 @@ VARIANTS = (
     "round_robin",
     "delayed",
     "delayed_shared",
+    "delayed_predicted",
     "concurrent_assm",
     "concurrent_passm",
     "concurrent_passm_plus",
@@ -72,16 +83,22 @@ def _config(setup: dict, seed: int):
     return config
 
 
-def _rate_at(config, rate: float, step: int) -> float:
+def _rate_at(config, rate: float, step: int, warmup_fraction: float = 0.0) -> float:
     decays = sum(step >= round(f * config.num_steps) for f in config.decay_fractions)
-    return rate * config.decay_factor**decays
+    warmup = min(1.0, (step + 1) / (warmup_fraction * config.num_steps)) if warmup_fraction else 1
+    return rate * config.decay_factor**decays * warmup
 
 
-def delayed_step(model, shadow, state, momentum_set: int):
+def delayed_step(model, shadow, state, momentum_set: int, *, prediction=0.0, dc_lambda=0.0):
     """``step(iterator, rate)``: one update of ``model`` with the gradient at its parameters of
     one update ago, which ``shadow`` (a second copy of the model, shared by every worker's step)
     holds; then ``shadow`` takes the parameters this update started from. Build every worker's
-    step before training: building one sets ``shadow`` to the model's weights."""
+    step before training: building one sets ``shadow`` to the model's weights.
+
+    ``prediction`` p > 0: ``shadow`` takes those parameters less p·η·m·u instead, u this step's
+    momentum buffer before its update (weight prediction: the next gradient is taken where the
+    update in between will have moved them, as far as its momentum foretells). ``dc_lambda`` λ:
+    the gradient g becomes g + λ·g⊙g⊙(x_now − x_read) (DC-ASGD)."""
     import tensorflow as tf
 
     from trainers.passm.phased import mean_loss
@@ -95,16 +112,29 @@ def delayed_step(model, shadow, state, momentum_set: int):
             loss = mean_loss(shadow, features, labels)
         gradients = tape.gradient(loss, previous)
         before = [tf.identity(p.read_value()) for p in state.parameters]
-        with tf.control_dependencies([*gradients, *before]):
+        if dc_lambda:
+            gradients = [
+                g + dc_lambda * g * g * (now - read)
+                for g, now, read in zip(gradients, before, previous, strict=True)
+            ]
+        read_next = before
+        if prediction:
+            step_size = prediction * rate * state.momentum
+            momenta = state.momentum_sets[momentum_set]
+            read_next = [
+                b - step_size * u.read_value() for b, u in zip(before, momenta, strict=True)
+            ]
+        with tf.control_dependencies([*gradients, *read_next]):
             written = state.apply(range(len(previous)), gradients, rate, momentum_set=momentum_set)
         with tf.control_dependencies(written):
-            return [p.assign(b) for p, b in zip(previous, before, strict=True)]
+            return [p.assign(b) for p, b in zip(previous, read_next, strict=True)]
 
     return tf.function(step)
 
 
 def train_sequential(setup: dict, variant: str, rate: float, seed: int) -> dict:
-    """``sequential``, ``round_robin``, ``delayed(_shared)``: one thread, one update at a time."""
+    """``sequential``, ``round_robin``, ``delayed(_shared, _predicted)``: one thread, one update
+    at a time."""
     import keras
     import tensorflow as tf
 
@@ -129,7 +159,13 @@ def train_sequential(setup: dict, variant: str, rate: float, seed: int) -> dict:
     iterators = [iter(dataset_fn(tf.constant(w, tf.int64))) for w in range(workers)]
     if variant.startswith("delayed"):
         shadow = models.build_model(config.model, shape, data.num_classes)
-        functions = [delayed_step(model, shadow, state, w % sets) for w in range(workers)]
+        remedies = {
+            "prediction": float(variant == "delayed_predicted"),
+            "dc_lambda": setup.get("dc_lambda", 0.0),
+        }
+        functions = [
+            delayed_step(model, shadow, state, w % sets, **remedies) for w in range(workers)
+        ]
     else:
         meter, lock = UpdateMeter(workers), tf.CriticalSection()
         steps = [WorkerSteps(model, state, meter, worker=w, lock=lock) for w in range(workers)]
@@ -137,7 +173,8 @@ def train_sequential(setup: dict, variant: str, rate: float, seed: int) -> dict:
         functions = [(lambda it, r, f=f: f(it, r, one)) for f in compiled]
     for step in range(config.num_steps):
         worker = step % workers
-        functions[worker](iterators[worker], tf.constant(_rate_at(config, rate, step)))
+        scheduled = _rate_at(config, rate, step, setup.get("warmup_fraction", 0.0))
+        functions[worker](iterators[worker], tf.constant(scheduled))
     accuracy = async_experiment.make_evaluate(data, seed=seed)(model)
     keras.backend.clear_session()
     return {"final_accuracy": accuracy, "staleness_mean": float(variant.startswith("delayed"))}
@@ -209,8 +246,9 @@ def run(setup: dict, variant: str, rate: float, seed: int) -> dict:
     began = time.perf_counter()
     result = train(setup, variant, rate, seed)
     momentum = _config(setup, seed).momentum
-    return {"variant": variant, "momentum": momentum, "rate": rate, "seed": seed, **result,
-            "seconds": time.perf_counter() - began}  # fmt: skip
+    remedies = {key: setup[key] for key in ("warmup_fraction", "dc_lambda") if key in setup}
+    return {"variant": variant, "momentum": momentum, **remedies, "rate": rate, "seed": seed,
+            **result, "seconds": time.perf_counter() - began}  # fmt: skip
 
 
 def headline(runs: list[dict], rates: list[float]) -> dict[str, float | None]:
@@ -240,6 +278,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rates", help="comma-separated learning rates (default 0.02,0.05)")
     parser.add_argument("--seeds", help="comma-separated seeds (default 0,1)")
     parser.add_argument("--momentum", type=float, help="every variant's momentum (default 0.9)")
+    parser.add_argument(
+        "--warmup-fraction", type=float, help="linear rate warm-up, sequential variants only"
+    )
+    parser.add_argument(
+        "--dc-lambda", type=float, help="DC-ASGD's λ on the delayed variants' stale gradients"
+    )
     parser.add_argument("--output", help="JSON path (default results/async_staleness_ablation)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -253,10 +297,20 @@ def main(argv: list[str] | None = None) -> None:
         setup["seeds"] = [int(s) for s in args.seeds.split(",")]
     if args.momentum is not None:
         setup["momentum"] = args.momentum
+    if args.warmup_fraction is not None:
+        setup["warmup_fraction"] = args.warmup_fraction
+    if args.dc_lambda is not None:
+        setup["dc_lambda"] = args.dc_lambda
     variants = args.variants.split(",") if args.variants else list(VARIANTS)
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         parser.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
+    concurrent = [v for v in variants if v.startswith("concurrent")]
+    if concurrent and ({"warmup_fraction", "dc_lambda"} & set(setup)):
+        parser.error(
+            f"--warmup-fraction and --dc-lambda apply to the sequential variants only (the "
+            f"backend has neither); drop {concurrent} from --variants or run them separately."
+        )
     runs = []
     for variant in variants:
         for rate in setup["rates"]:

@@ -26,7 +26,14 @@ def test_quick_run_reports_each_variant_against_sequential(load_benchmark, tmp_p
     assert result["command"].startswith("python benchmarks/async_staleness_ablation.py")
 
 
-def test_a_delayed_step_applies_the_gradient_of_one_update_ago(load_benchmark):
+@pytest.mark.parametrize(
+    ("prediction", "dc_lambda"),
+    [(0.0, 0.0), (1.0, 0.0), (0.0, 50.0)],
+    ids=["plain", "predicted", "dc"],
+)
+def test_a_delayed_step_applies_the_gradient_of_one_update_ago(
+    load_benchmark, prediction, dc_lambda
+):
     import keras
     import numpy as np
     import tensorflow as tf
@@ -40,7 +47,9 @@ def test_a_delayed_step_applies_the_gradient_of_one_update_ago(load_benchmark):
 
     model, shadow, probe = build(), build(), build()
     state = TrainingState(model, [range(2)], momentum=0.5)
-    step = load_benchmark("async_staleness_ablation").delayed_step(model, shadow, state, 0)
+    step = load_benchmark("async_staleness_ablation").delayed_step(
+        model, shadow, state, 0, prediction=prediction, dc_lambda=dc_lambda
+    )
     rng = np.random.default_rng(0)
     features = rng.normal(size=(3, 8, 4)).astype("float32")  # 3 batches of 8
     labels = rng.integers(0, 3, (3, 8)).astype("int32")
@@ -53,14 +62,19 @@ def test_a_delayed_step_applies_the_gradient_of_one_update_ago(load_benchmark):
             loss = mean_loss(probe, *batch)
         return [g.numpy() for g in tape.gradient(loss, probe.trainable_variables)]
 
-    # x_{k+1} = x_k − η u_{k+1}, u_{k+1} = m u_k + g(x_{k−1}): every gradient one update stale.
+    # x_{k+1} = x_k − η u_{k+1}, u_{k+1} = m u_k + g(r_k): every gradient one update stale,
+    # r_k = x_{k−1} (less p·η·m·u_{k−1} with prediction p), plus λ·g⊙g⊙(x_k − r_k) with DC.
     current = previous = model.get_weights()
     velocity = [np.zeros_like(w) for w in current]
     for batch in batches:
         step(iterator, tf.constant(0.1))
-        grads = gradient(previous, batch)
+        grads = [
+            g + dc_lambda * g * g * (now - read)
+            for g, now, read in zip(gradient(previous, batch), current, previous, strict=True)
+        ]
+        predicted = [w - prediction * 0.1 * 0.5 * u for w, u in zip(current, velocity, strict=True)]
         velocity = [0.5 * u + g for u, g in zip(velocity, grads, strict=True)]
-        previous, current = current, [w - 0.1 * u for w, u in zip(current, velocity, strict=True)]
+        previous, current = predicted, [w - 0.1 * u for w, u in zip(current, velocity, strict=True)]
         for got, want in zip(model.get_weights(), current, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         for got, want in zip(shadow.get_weights(), previous, strict=True):
@@ -71,3 +85,18 @@ def test_momentum_sets_every_variant_s_momentum(load_benchmark):
     bench = load_benchmark("async_staleness_ablation")
     assert bench._config(bench.FULL, 0).momentum == 0.9  # the config's
     assert bench._config({**bench.FULL, "momentum": 0.0}, 0).momentum == 0.0
+
+
+def test_warmup_raises_the_rate_linearly_then_the_decays_apply(load_benchmark):
+    bench = load_benchmark("async_staleness_ablation")
+    config = bench._config({**bench.FULL, "num_steps": 100}, 0)  # decays at steps 50 and 75
+    rates = [bench._rate_at(config, 1.0, step, 0.1) for step in (0, 4, 9, 10, 60, 80)]
+    assert rates == pytest.approx([0.1, 0.5, 1.0, 1.0, 0.1, 0.01])
+    assert bench._rate_at(config, 1.0, 0) == 1.0  # no warm-up by default
+
+
+def test_remedies_the_backend_lacks_are_refused_for_concurrent_variants(load_benchmark):
+    with pytest.raises(SystemExit):
+        load_benchmark("async_staleness_ablation").main(
+            ["--quick", "--variants", "delayed,concurrent_assm", "--dc-lambda", "1"]
+        )
