@@ -29,7 +29,6 @@ import tensorflow as tf
 
 import pipelines
 from trainers import (
-    checkpointing,
     inputs,
     loop,
     models,
@@ -37,6 +36,7 @@ from trainers import (
     run_config,
     strategies,
     timing,
+    workdir_lock,
 )
 
 
@@ -101,7 +101,7 @@ def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
     config = run_config.resolve_config(config)
     if not isinstance(workdir, str) or not workdir:
         raise ValueError(f"workdir must be a non-empty path, got {workdir!r}.")
-    checkpointing.make_workdir(workdir)
+    workdir_lock.make_workdir(workdir)
     keras.utils.set_random_seed(config.seed)
     strategy = strategies.from_config(config)
     steps = config.diagnose_steps

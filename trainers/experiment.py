@@ -62,7 +62,16 @@ from echoing import meters as echo_meters
 from echoing import techniques as technique_modules
 from echoing._src.core.types import DatasetTransformation
 from pipelines import sources
-from trainers import build, checkpointing, controller, diagnosis, inputs, metrics_writer, strategies
+from trainers import (
+    build,
+    checkpointing,
+    controller,
+    diagnosis,
+    inputs,
+    metrics_writer,
+    strategies,
+    workdir_lock,
+)
 from trainers.controller import RunInterrupted
 from trainers.diagnosis import diagnose, format_diagnosis
 from trainers.inputs import padded_to_full_batches
@@ -111,7 +120,7 @@ def run(
     Raises:
       ValueError / TypeError: a bad config (also a train split smaller than one batch), or a
         workdir holding an incompatible checkpoint; each message names the value and the fix.
-      checkpointing.WorkdirInUseError: another run is using ``workdir`` (the message names its
+      workdir_lock.WorkdirInUseError: another run is using ``workdir`` (the message names its
         process): wait for it to finish, or use another workdir.
     """
     config = resolve_config(config)
@@ -120,10 +129,10 @@ def run(
     # First: MultiWorkerMirroredStrategy configures the runtime's collectives when created.
     strategy = strategies.from_config(config)
     workdir = strategies.worker_directory(strategy, workdir)
-    checkpointing.make_workdir(workdir)
+    workdir_lock.make_workdir(workdir)
     # Before anything reads or rewrites the workdir (the checkpoint restore removes unfinished
     # saves, the metrics writer drops rows past the restored step): one run at a time.
-    with checkpointing.WorkdirLock(workdir), sources.loaded_once():
+    with workdir_lock.WorkdirLock(workdir), sources.loaded_once():
         return _run(config, workdir, strategy, insertions)
 
 

@@ -12,8 +12,8 @@ Example::
 A resumed run appends to the same files, so the log covers the whole run across restarts; it
 passes ``start_step`` (the restored step), and rows of later steps, written before a kill, are
 dropped first, so no step is logged twice. An open writer holds the workdir's lock
-(``checkpointing.WorkdirLock``), so a second run writing the same files at the same time is
-refused (``checkpointing.WorkdirInUseError``) instead of dropping and interleaving rows.
+(``workdir_lock.WorkdirLock``), so a second run writing the same files at the same time is
+refused (``workdir_lock.WorkdirInUseError``) instead of dropping and interleaving rows.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from trainers import checkpointing
+from trainers import workdir_lock
 
 METRICS_FILENAME = "metrics.jsonl"
 
@@ -48,13 +48,13 @@ class MetricsWriter:
     the run took it first, as ``trainers.experiment.run`` does).
 
     Raises:
-      checkpointing.WorkdirInUseError: another run holds ``workdir``; nothing was written.
+      workdir_lock.WorkdirInUseError: another run holds ``workdir``; nothing was written.
     """
 
     def __init__(self, workdir: str, start_step: int | None = None):
         tf.io.gfile.makedirs(workdir)
         self.path = os.path.join(workdir, METRICS_FILENAME)
-        self._lock = checkpointing.WorkdirLock(workdir).acquire()
+        self._lock = workdir_lock.WorkdirLock(workdir).acquire()
         try:
             if start_step is not None:
                 _drop_rows_after(self.path, start_step)

@@ -71,7 +71,7 @@ from ml_collections import config_flags
 
 import pipelines
 from echoing._src.priority import technique as priority_technique
-from trainers import checkpointing, experiment, interrupts, run_config, strategies
+from trainers import checkpointing, experiment, interrupts, run_config, strategies, workdir_lock
 from trainers.passm import config as passm_config
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -303,7 +303,7 @@ def _run_resumably(config, workdir: str) -> None:
             file=sys.stderr,
         )
         sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
-    except (checkpointing.CheckpointSaveError, checkpointing.WorkdirInUseError) as error:
+    except (checkpointing.CheckpointSaveError, workdir_lock.WorkdirInUseError) as error:
         # One line: what failed and what is intact, or which run holds the workdir.
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)

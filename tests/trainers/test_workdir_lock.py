@@ -18,7 +18,7 @@ import threading
 import pytest
 import tensorflow as tf
 
-from trainers import checkpointing, experiment, metrics_writer
+from trainers import checkpointing, experiment, metrics_writer, workdir_lock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -28,8 +28,8 @@ REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 # closes (or it is killed).
 _HOLDER = """
 import sys
-from trainers import checkpointing
-with checkpointing.WorkdirLock(sys.argv[1]):
+from trainers import workdir_lock
+with workdir_lock.WorkdirLock(sys.argv[1]):
     print("locked", flush=True)
     sys.stdin.read()
 """
@@ -52,7 +52,7 @@ def _hold_in_child(workdir: str) -> subprocess.Popen:
 def _free_for_another_open_file(workdir: str) -> bool:
     """Whether a fresh open file description can take the lock now (flock is per description,
     so this conflicts with this process's own lock as with another process's)."""
-    fd = os.open(os.path.join(workdir, checkpointing.LOCK_FILENAME), os.O_RDWR | os.O_CREAT)
+    fd = os.open(os.path.join(workdir, workdir_lock.LOCK_FILENAME), os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -107,7 +107,7 @@ def _run_async_trainer(workdir, load_config, data_dir):
 )
 def test_a_second_run_is_refused_naming_the_first(busy_workdir, load_config, data_dir, start):
     workdir, pid = busy_workdir
-    with pytest.raises(checkpointing.WorkdirInUseError) as raised:
+    with pytest.raises(workdir_lock.WorkdirInUseError) as raised:
         start(workdir, load_config, data_dir)
     message = str(raised.value)
     assert f"process {pid} on host {socket.gethostname()}" in message
@@ -121,10 +121,10 @@ def test_a_second_run_is_refused_naming_the_first(busy_workdir, load_config, dat
 
 def test_a_lock_on_another_open_file_of_this_process_refuses(tmp_path):
     workdir = str(tmp_path)
-    fd = os.open(os.path.join(workdir, checkpointing.LOCK_FILENAME), os.O_RDWR | os.O_CREAT)
+    fd = os.open(os.path.join(workdir, workdir_lock.LOCK_FILENAME), os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        with pytest.raises(checkpointing.WorkdirInUseError, match=r"is in use by another run"):
+        with pytest.raises(workdir_lock.WorkdirInUseError, match=r"is in use by another run"):
             metrics_writer.MetricsWriter(workdir)
     finally:
         os.close(fd)
@@ -136,8 +136,8 @@ def test_a_killed_run_does_not_block_the_next(tmp_path):
     process = _hold_in_child(workdir)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=60)
-    with checkpointing.WorkdirLock(workdir):
-        with open(os.path.join(workdir, checkpointing.LOCK_FILENAME)) as file:
+    with workdir_lock.WorkdirLock(workdir):
+        with open(os.path.join(workdir, workdir_lock.LOCK_FILENAME)) as file:
             owner = json.load(file)
         assert owner["pid"] == os.getpid() and owner["host"] == socket.gethostname()
         assert not _free_for_another_open_file(workdir)
@@ -160,11 +160,11 @@ def test_released_at_the_end_nested_in_one_thread_refused_in_another(tmp_path):
 
     def start_in_another_thread():
         try:
-            checkpointing.WorkdirLock(workdir).acquire()
-        except checkpointing.WorkdirInUseError as error:
+            workdir_lock.WorkdirLock(workdir).acquire()
+        except workdir_lock.WorkdirInUseError as error:
             refused.append(str(error))
 
-    with checkpointing.WorkdirLock(workdir):
+    with workdir_lock.WorkdirLock(workdir):
         # The run's own metrics writer takes the lock it already holds.
         with metrics_writer.MetricsWriter(workdir) as writer:
             writer.write(1, {"train_loss": 1.0})
@@ -175,12 +175,12 @@ def test_released_at_the_end_nested_in_one_thread_refused_in_another(tmp_path):
     assert len(refused) == 1 and "another thread of this process" in refused[0]
     assert _free_for_another_open_file(workdir)
     # Released: the lock file no longer names a holder.
-    with open(os.path.join(workdir, checkpointing.LOCK_FILENAME)) as file:
+    with open(os.path.join(workdir, workdir_lock.LOCK_FILENAME)) as file:
         assert file.read() == ""
 
 
 def test_a_workdir_in_object_storage_is_not_locked(capsys):
-    with checkpointing.WorkdirLock("gs://bucket/run"):
+    with workdir_lock.WorkdirLock("gs://bucket/run"):
         pass
     assert "not locked" in capsys.readouterr().err
 

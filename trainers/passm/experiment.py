@@ -34,7 +34,7 @@ from absl import logging
 
 import pipelines
 from pipelines.sources import generated
-from trainers import checkpointing, experiment, models, passm, strategies
+from trainers import experiment, models, passm, strategies, workdir_lock
 from trainers.passm import config as passm_config
 from trainers.passm import parameter_server
 from trainers.passm import schedule as passm_schedule
@@ -58,7 +58,7 @@ def train_and_evaluate(
     config = passm_config.flat_view(config)
     # One run per workdir, checked first: a second run would interleave metrics and delete the
     # first's saves, and is refused before any cluster starts.
-    with checkpointing.WorkdirLock(workdir) if workdir else contextlib.nullcontext():
+    with workdir_lock.WorkdirLock(workdir) if workdir else contextlib.nullcontext():
         return _train_and_evaluate(config, workdir, strategy)
 
 
