@@ -51,16 +51,16 @@ def _trainer(model_name, input_shape, batch_size, variant, jit_compile, weights,
         options = tf.data.Options()
         options.autotune.enabled = False
         cached = cached.with_options(options)
-    priority_feedback = None
+    priority_meter = None
     if variant == "pgd":
-        priority_feedback = echoing.PriorityFeedback(
+        priority_meter = echoing.PriorityMeter(
             echoing.PriorityTable(batch_size), model.trainable_variables
         )
     return loop.Trainer(
         model=model,
         optimizer=keras.optimizers.SGD(0.01, momentum=0.9),
         train_dataset_fn=loop.per_replica_batches(lambda: cached, global_batch_size=batch_size),
-        techniques=[techniques.PriorityGradients(priority_feedback)] if priority_feedback else (),
+        techniques=[techniques.PriorityGradients(priority_meter)] if priority_meter else (),
         jit_compile=jit_compile,
     )
 

@@ -1,7 +1,7 @@
 """Priority sampling where it can win: clean data, the paper's MLP, and what loses the gain.
 
 A user's own loop over the public library API (``echoing.PrioritySampler``,
-``echoing.PriorityFeedback``, ``echoing.PriorityTable``), as the paper's algorithm is written.
+``echoing.PriorityMeter``, ``echoing.PriorityTable``), as the paper's algorithm is written.
 
 Example::
 
@@ -17,7 +17,7 @@ k = r = 1% of N (``top_ratio = renew_ratio = 0.5``). Methods, each from the same
 * ``sgd``: reshuffled epochs;
 * ``pgd``: the shipped estimator: ``echoing.PrioritySampler`` (top-k of the log-linear
   extrapolated table, plus round-robin renewal) with priorities ``ḡ·g_i`` from
-  ``echoing.PriorityFeedback``, ``ḡ`` by Eq. 9 from every batch;
+  ``echoing.PriorityMeter``, ``ḡ`` by Eq. 9 from every batch;
 * ``pgd_renewal_gbar`` (ablation): ``ḡ`` by Eq. 9 from the renewal half only, which is a uniform
   sweep of the data, so ``ḡ`` does not lean towards past top-k picks;
 * ``pgd_exact_gbar`` (ablation): ``ḡ`` is the full-data gradient at every step; the table is the
@@ -70,7 +70,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from echoing import PriorityFeedback, PrioritySampler, PriorityTable
+from echoing import PriorityMeter, PrioritySampler, PriorityTable
 
 RESULTS = harness.RESULTS
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
@@ -141,7 +141,7 @@ class Run:
         self.sampler = PrioritySampler(
             self.table, batch_size=self.batch_size, top_ratio=0.5, renew_ratio=0.5, seed=seed
         )
-        self.feedback = PriorityFeedback(self.table, self.variables)
+        self.meter = PriorityMeter(self.table, self.variables)
         self.seed = seed
         rng = np.random.default_rng(seed)
         self._epochs = [rng.permutation(self.num_examples)]
@@ -169,7 +169,7 @@ class Run:
     def _oracle_ids(self, step: tf.Tensor) -> tf.Tensor:
         """Top-k of the exact priorities ∇L·∇l_i of every example, plus the renewal ids."""
         gradient = self._full_gradient()
-        with tf.autodiff.ForwardAccumulator(self.feedback.variables_, gradient) as accumulator:
+        with tf.autodiff.ForwardAccumulator(self.meter.variables_, gradient) as accumulator:
             losses = LOSS(self.y, self.model(self.x, training=True))
         priorities = accumulator.jvp(losses)
         renew = self.sampler.renewal_ids(step)
@@ -222,11 +222,11 @@ class Run:
         x, y = tf.gather(self.x, ids), tf.gather(self.y, ids)
         if self.method == "pgd_exact_gbar":
             for aggregate, gradient in zip(
-                self.feedback.aggregated_gradient, self._full_gradient(), strict=True
+                self.meter.aggregated_gradient, self._full_gradient(), strict=True
             ):
                 aggregate.assign(gradient)
-            self.feedback.has_aggregate.assign(True)
-        losses, gradients, priorities = self.feedback.losses_gradients_priorities(
+            self.meter.has_aggregate.assign(True)
+        losses, gradients, priorities = self.meter.losses_gradients_priorities(
             lambda: LOSS(y, self.model(x, training=True))
         )
         if self.method == "pgd_renewal_gbar":
@@ -242,12 +242,12 @@ class Run:
         for variable, gradient in zip(self.variables, gradients, strict=True):
             variable.assign_sub(rate * gradient)
         if self.method in ("pgd", "pgd_fresh_pool", "pgd_no_extrapolation"):
-            self.feedback.update(ids, priorities, gradients, step)
+            self.meter.update(ids, priorities, gradients, step)
         elif self.method == "pgd_exact_gbar":
             self.table.update(ids, priorities, step)
         elif self.method == "pgd_renewal_gbar":
             tf.cond(
-                self.feedback.has_aggregate,
+                self.meter.has_aggregate,
                 lambda: self.table.update(ids, priorities, step),
                 lambda: tf.constant(0, tf.int64),
             )
@@ -260,14 +260,14 @@ class Run:
     def _update_aggregate(self, gradients, examples: int) -> None:
         """Eq. 9, ``ḡ <- (1 - n/N)·ḡ + G``, without writing the table."""
         keep = 1.0 - examples / self.num_examples
-        for aggregate, gradient in zip(self.feedback.aggregated_gradient, gradients, strict=True):
+        for aggregate, gradient in zip(self.meter.aggregated_gradient, gradients, strict=True):
             aggregate.assign(keep * aggregate + gradient)
-        self.feedback.has_aggregate.assign(True)
+        self.meter.has_aggregate.assign(True)
 
     def _priorities(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
         """``ḡ·g_i`` of rows ``x, y`` at the current parameters (one forward-mode JVP)."""
-        tangents = [tf.convert_to_tensor(g) for g in self.feedback.aggregated_gradient]
-        with tf.autodiff.ForwardAccumulator(self.feedback.variables_, tangents) as accumulator:
+        tangents = [tf.convert_to_tensor(g) for g in self.meter.aggregated_gradient]
+        with tf.autodiff.ForwardAccumulator(self.meter.variables_, tangents) as accumulator:
             losses = LOSS(y, self.model(x))
         return accumulator.jvp(losses, unconnected_gradients="zero")
 

@@ -15,12 +15,17 @@ The public surface, by family (the code lives in ``echoing/_src/<family>/``):
   ``loss_prune``/``LossPruning``, ``with_ids``;
 - the Assistant, a small model that filters easy examples online: ``Assistant``,
   ``AssistantLearner`` (its options ``LearnerOptions``), ``assistant_filter``/``AssistantFilter``,
-  ``AssistantCallback``, ``AssistantFeedCallback``, ``LossInbox``, ``BagOfWords``, ``BossFeatures``;
+  ``AssistantCallback``, ``AssistantFeedbackCallback``, ``FeedbackInbox``, ``BagOfWords``,
+  ``BossFeatures``;
 - priority sampling and in-batch selection:
   ``PriorityTable``, ``ShardedPriorityTable``, ``priority_sample`` (also per input pipeline,
-  with ``input_context=``), ``PrioritySampler``, ``PriorityFeedback``, ``PriorityStep``,
-  ``select_rows``, ``sample_rows``; ``distributed_priority_sample`` and ``PrioritizedStep``
-  (``PriorityStep``'s old name) are deprecated (they warn and go in the next release).
+  with ``input_context=``), ``PrioritySampler``, ``PriorityMeter``, ``PriorityStep``,
+  ``select_rows``, ``sample_rows``.
+
+Deprecated, they warn and go in the next release: ``distributed_priority_sample``, and the old
+names ``PrioritizedStep`` (``PriorityStep``), ``AssistantFeedCallback``
+(``AssistantFeedbackCallback``), ``LossInbox`` (``FeedbackInbox``) and ``PriorityFeedback``
+(``PriorityMeter``: "feedback" is the per-example losses the training loop reports).
 
 ``echoing.keras`` adapts them to ``model.fit``, ``echoing.meters`` counts what flows through a
 pipeline, and ``echoing.techniques`` is the plug-in protocol the trainers compose.
@@ -33,17 +38,26 @@ from echoing._src import deprecated
 from echoing._src.assist.assistant import Assistant
 from echoing._src.assist.bag_of_words import BagOfWords
 from echoing._src.assist.boss_features import BossFeatures
-from echoing._src.assist.callbacks import AssistantCallback, AssistantFeedCallback
+from echoing._src.assist.callbacks import (
+    AssistantCallback,
+    AssistantFeedbackCallback,
+    AssistantFeedCallback,
+)
 from echoing._src.assist.filter import AssistantFilter, assistant_filter
 from echoing._src.assist.learner import AssistantLearner
 from echoing._src.assist.options import LearnerOptions
 from echoing._src.core.diagnose import diagnose, format_diagnosis
 from echoing._src.core.ids import with_ids
-from echoing._src.core.loss_table import LossInbox, LossTable
+from echoing._src.core.loss_table import FeedbackInbox, LossInbox, LossTable
 from echoing._src.echo.auto_echo import AutoEcho
 from echoing._src.echo.echo import echo
 from echoing._src.priority.distributed import distributed_priority_sample
-from echoing._src.priority.feedback import PrioritizedStep, PriorityFeedback, PriorityStep
+from echoing._src.priority.meter import (
+    PrioritizedStep,
+    PriorityFeedback,
+    PriorityMeter,
+    PriorityStep,
+)
 from echoing._src.priority.sampling import PrioritySampler, priority_sample
 from echoing._src.priority.selection import sample_rows, select_rows
 from echoing._src.priority.shards import ShardedPriorityTable
@@ -63,17 +77,20 @@ __all__ = [
     "Assistant",
     "AssistantCallback",
     "AssistantFeedCallback",
+    "AssistantFeedbackCallback",
     "AssistantFilter",
     "AssistantLearner",
     "AutoEcho",
     "BagOfWords",
     "BossFeatures",
+    "FeedbackInbox",
     "LearnerOptions",
     "LossInbox",
     "LossPruning",
     "LossTable",
     "PrioritizedStep",
     "PriorityFeedback",
+    "PriorityMeter",
     "PrioritySampler",
     "PriorityStep",
     "PriorityTable",

@@ -6,6 +6,7 @@ module path that moved keeps importing (with a DeprecationWarning) and gives the
 
 import importlib
 
+import numpy as np
 import pytest
 
 import echoing
@@ -18,17 +19,20 @@ PUBLIC = {
         "Assistant",
         "AssistantCallback",
         "AssistantFeedCallback",
+        "AssistantFeedbackCallback",
         "AssistantFilter",
         "AssistantLearner",
         "LearnerOptions",
         "AutoEcho",
         "BagOfWords",
         "BossFeatures",
+        "FeedbackInbox",
         "LossInbox",
         "LossPruning",
         "LossTable",
         "PrioritizedStep",
         "PriorityFeedback",
+        "PriorityMeter",
         "PrioritySampler",
         "PriorityStep",
         "PriorityTable",
@@ -60,6 +64,7 @@ PUBLIC = {
         "EchoTechnique",
         "ExamplesById",
         "Feedback",
+        "FeedbackCallback",
         "InBatchSelection",
         "Insertion",
         "LossCallback",
@@ -151,32 +156,57 @@ def test_an_old_module_path_read_as_an_attribute_still_works():
         echoing.no_such_module  # noqa: B018
 
 
-# Public names renamed for priority sampling's one word (issue 30): old -> new, each a
-# deprecated subclass of the new class that warns when it is built, for one more release.
+# Public names renamed for one word per technique (issue 30): priority sampling's "priority",
+# and "feedback" for the per-example losses the loop reports (no longer for priorities). Old ->
+# new, each a deprecated subclass of the new class that warns when it is built, for one release.
 RENAMED = {
     (echoing, "PrioritizedStep"): "echoing.PriorityStep",
     (echoing.keras, "PrioritizedModel"): "echoing.keras.PriorityModel",
+    (echoing, "PriorityFeedback"): "echoing.PriorityMeter",
+    (echoing, "LossInbox"): "echoing.FeedbackInbox",
+    (echoing, "AssistantFeedCallback"): "echoing.AssistantFeedbackCallback",
+    (echoing.techniques, "LossCallback"): "echoing.techniques.FeedbackCallback",
 }
+
+
+def _build_renamed(module, old):
+    """Builds ``module.old`` with arguments its new class accepts."""
+    import keras
+
+    net = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    table = echoing.PriorityTable(4)
+    if old == "PrioritizedStep":
+        return echoing.PrioritizedStep(net, loss, keras.optimizers.SGD(), table)
+    if old == "PrioritizedModel":
+        return echoing.keras.PrioritizedModel(net, per_example_loss=loss, table=table)
+    if old == "PriorityFeedback":
+        return echoing.PriorityFeedback(table, net.trainable_variables)
+    if old == "LossInbox":
+        return echoing.LossInbox(4)
+    if old == "AssistantFeedCallback":
+        examples = {"inputs": np.zeros((4, 2), np.float32), "label": np.zeros(4, np.int64)}
+        learner = echoing.AssistantLearner(
+            echoing.Assistant(num_classes=2, input_shape=(2,)), examples=examples
+        )
+        try:
+            return echoing.AssistantFeedCallback(learner, echoing.FeedbackInbox(4))
+        finally:
+            learner.close()
+    return getattr(module, old)(lambda ids, losses, step: None)
 
 
 @pytest.mark.parametrize(("module", "old"), list(RENAMED), ids=[old for _, old in RENAMED])
 def test_a_renamed_name_still_builds_its_class_with_a_deprecation_warning(module, old):
-    import keras
-
     new = RENAMED[module, old]
     assert issubclass(getattr(module, old), _public_home(new.rsplit(".", 1)[1]))
-    net = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
-    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-    table = echoing.PriorityTable(4)
     with pytest.warns(
         DeprecationWarning,
         match=rf"{module.__name__}\.{old} is deprecated and goes in the next release: use "
         rf"{new}, the same",
     ):
-        if old == "PrioritizedStep":
-            echoing.PrioritizedStep(net, loss, keras.optimizers.SGD(), table)
-        else:
-            echoing.keras.PrioritizedModel(net, per_example_loss=loss, table=table)
+        built = _build_renamed(module, old)
+    assert isinstance(built, _public_home(new.rsplit(".", 1)[1]))
 
 
 def test_a_private_name_at_an_old_path_says_it_is_private():

@@ -25,7 +25,9 @@ Example::
         ),
         strategy=strategy,
         techniques=[
-            techniques.LossCallback(lambda ids, losses, step: print(step, ids.shape, losses.shape))
+            techniques.FeedbackCallback(
+                lambda ids, losses, step: print(step, ids.shape, losses.shape)
+            )
         ],
     )
     print(trainer.train(10))  # {"train_loss": ...}; the callback saw ids/losses of shape [10, 16]

@@ -37,7 +37,7 @@ def check_techniques(techniques) -> tuple[Technique, ...]:
         if not isinstance(technique, Technique):
             raise TypeError(
                 "each entry of techniques must be an echoing.techniques.Technique (wrap a "
-                "(ids, losses, step) callable in techniques.LossCallback), got "
+                "(ids, losses, step) callable in techniques.FeedbackCallback), got "
                 f"{technique!r}."
             )
     hooks = [t.name for t in techniques if replaces_gradients(t)]

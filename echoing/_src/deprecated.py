@@ -30,7 +30,7 @@ MOVED = {
     "echoing.loss_pruning": "echoing._src.prune.loss_pruning",
     "echoing.loss_table": "echoing._src.core.loss_table",
     "echoing.priority_distributed": "echoing._src.priority.distributed",
-    "echoing.priority_feedback": "echoing._src.priority.feedback",
+    "echoing.priority_feedback": "echoing._src.priority.meter",
     "echoing.priority_sampling": "echoing._src.priority.sampling",
     "echoing.priority_shards": "echoing._src.priority.shards",
     "echoing.priority_sources": "echoing._src.core.sources",

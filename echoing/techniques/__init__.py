@@ -3,7 +3,9 @@
 A technique adds pipeline stages at named insertion points, may select the train batches or
 replace the backward pass, receives one ``Feedback`` record after every inner loop, and owns
 its checkpointed state and logged scalars (``Technique``). Trainers compose the list a config
-names (``from_config``) and never name a technique themselves.
+names (``from_config``) and never name a technique themselves. ``FeedbackCallback(callback)``
+hands each ``Feedback`` record's ids, per-example losses and step to a plain callable (its old
+name, ``LossCallback``, is deprecated: it warns and goes in the next release).
 
 Writing a new technique is one module plus one line in ``MODULES`` (``echoing/_src/
 techniques.py``). The module holds the technique class and three functions over the run
@@ -50,6 +52,7 @@ from echoing._src.techniques import (
     EchoTechnique,
     ExamplesById,
     Feedback,
+    FeedbackCallback,
     InBatchSelection,
     Insertion,
     LossCallback,
@@ -73,6 +76,7 @@ __all__ = [
     "EchoTechnique",
     "ExamplesById",
     "Feedback",
+    "FeedbackCallback",
     "InBatchSelection",
     "Insertion",
     "LossCallback",

@@ -1,4 +1,4 @@
-"""Tests for echoing.AssistantCallback and AssistantFeedCallback: model.fit feeds the learner."""
+"""Tests for echoing.AssistantCallback and AssistantFeedbackCallback: fit feeds the learner."""
 
 import keras
 import numpy as np
@@ -9,9 +9,9 @@ import echoing
 from echoing import (
     Assistant,
     AssistantCallback,
-    AssistantFeedCallback,
+    AssistantFeedbackCallback,
     AssistantLearner,
-    LossInbox,
+    FeedbackInbox,
     assistant_filter,
 )
 
@@ -80,7 +80,7 @@ def test_bad_arguments_raise_at_construction(kwargs, error, match):
         AssistantCallback(learner, probe, loss, **arguments)
 
 
-def test_feed_callback_hands_the_learner_each_trained_row_with_its_own_step_loss():
+def test_assistant_feedback_callback_hands_the_learner_each_trained_row_with_its_own_step_loss():
     keras.utils.set_random_seed(0)
     num = 128
     source = _source(num)
@@ -88,7 +88,7 @@ def test_feed_callback_hands_the_learner_each_trained_row_with_its_own_step_loss
     source = tf.data.Dataset.zip(source, tf.data.Dataset.range(num)).map(
         lambda row, i: {**row, "id": i}
     )
-    inbox = LossInbox(num)
+    inbox = FeedbackInbox(num)
     model = echoing.keras.LossFeedback(
         keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)]),
         per_example_loss=_loss(reduction=None),
@@ -98,7 +98,7 @@ def test_feed_callback_hands_the_learner_each_trained_row_with_its_own_step_loss
     learner = AssistantLearner(Assistant(2, input_shape=(8,)), examples=rows)
     fed = []
     learner.feedback_ids = lambda ids, losses, step: fed.append((ids, losses))
-    callback = AssistantFeedCallback(learner, inbox, every_n_batches=2)
+    callback = AssistantFeedbackCallback(learner, inbox, every_n_batches=2)
     train = source.batch(16).map(echoing.keras.fit_inputs)
     model.fit(train, epochs=1, callbacks=[callback], verbose=0)
     assert len(fed) == 4  # 8 batches, drained every 2
@@ -109,8 +109,8 @@ def test_feed_callback_hands_the_learner_each_trained_row_with_its_own_step_loss
     assert inbox.drain()[0].size == 0
 
 
-def test_loss_inbox_drains_what_was_updated_since_the_last_drain():
-    inbox = LossInbox(5)
+def test_feedback_inbox_drains_what_was_updated_since_the_last_drain():
+    inbox = FeedbackInbox(5)
     inbox.update([4, 0, 4], [1.0, 2.0, 1.0])
     inbox.update([1, 2], [float("nan"), 3.0])  # a NaN is counted, not drained
     ids, losses = inbox.drain()
@@ -127,20 +127,20 @@ def test_loss_inbox_drains_what_was_updated_since_the_last_drain():
     [
         ({"learner": "x"}, TypeError, r"learner='x'.*built with examples="),
         ({"learner": "no examples"}, TypeError, r"built with examples="),
-        ({"inbox": echoing.LossTable(4)}, TypeError, r"expected an echoing.LossInbox"),
+        ({"inbox": echoing.LossTable(4)}, TypeError, r"expected an echoing.FeedbackInbox"),
         ({"stage": "s"}, TypeError, r"stage='s'"),
         ({"every_n_batches": 0}, ValueError, r"every_n_batches=0"),
     ],
 )
-def test_feed_callback_bad_arguments_raise_at_construction(kwargs, error, match):
+def test_assistant_feedback_callback_bad_arguments_raise_at_construction(kwargs, error, match):
     rows = {"inputs": np.zeros([4, 8], np.float32), "label": np.zeros([4], np.int64)}
     arguments = {
         "learner": AssistantLearner(Assistant(2, input_shape=(8,)), examples=rows),
-        "inbox": LossInbox(4),
+        "inbox": FeedbackInbox(4),
     }
     if kwargs.get("learner") == "no examples":
         kwargs = {"learner": AssistantLearner(Assistant(2, input_shape=(8,)))}
     arguments.update(kwargs)
     learner, inbox = arguments.pop("learner"), arguments.pop("inbox")
     with pytest.raises(error, match=match):
-        AssistantFeedCallback(learner, inbox, **arguments)
+        AssistantFeedbackCallback(learner, inbox, **arguments)

@@ -348,7 +348,7 @@ def _mirrored_check():
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    table, inbox = echoing.LossTable(N), echoing.LossInbox(N)  # host state, outside the scope
+    table, inbox = echoing.LossTable(N), echoing.FeedbackInbox(N)  # host state, outside the scope
     with strategy.scope():
         model = _model([table.update, inbox.update])
     everything = next(iter(_source().batch(N)))
@@ -357,7 +357,7 @@ def _mirrored_check():
     )
     fed = []
     learner.feedback_ids = lambda ids, losses, step: fed.extend(ids.tolist())
-    feed = echoing.AssistantFeedCallback(learner, inbox)
+    feed = echoing.AssistantFeedbackCallback(learner, inbox)
     dataset = _source().batch(BATCH).map(echoing.keras.fit_inputs)
     model.fit(dataset, epochs=1, verbose=0, callbacks=[feed])
     assert sorted(fed) == list(range(N)), fed  # every row of both replicas, once

@@ -17,7 +17,7 @@ def _check():
     import keras
     import tensorflow as tf
 
-    from echoing import PriorityFeedback, ShardedPriorityTable, priority_sample
+    from echoing import PriorityMeter, ShardedPriorityTable, priority_sample
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -51,16 +51,16 @@ def _check():
         keras.utils.set_random_seed(0)
         model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(3)])
         optimizer = keras.optimizers.SGD(0.5)
-        feedback = PriorityFeedback(table, model.trainable_variables)
+        meter = PriorityMeter(table, model.trainable_variables)
 
     @tf.function
     def step(batch, number):
         def replica_step(batch):
-            _, gradients, priorities = feedback.losses_gradients_priorities(
+            _, gradients, priorities = meter.losses_gradients_priorities(
                 lambda: loss_fn(batch["y"], model(batch["x"], training=True))
             )
             optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
-            feedback.update(batch["id"], priorities, gradients, number)
+            meter.update(batch["id"], priorities, gradients, number)
 
         strategy.run(replica_step, args=(batch,))
 
@@ -91,7 +91,7 @@ def _check():
     print("PER_PIPELINE_SELECTION_OK")
 
 
-def test_mirrored_per_pipeline_selection_and_feedback():
+def test_mirrored_per_pipeline_selection_and_priorities():
     result = subprocess.run(
         [sys.executable, str(pathlib.Path(__file__).resolve())],
         capture_output=True,

@@ -1,4 +1,4 @@
-"""Priority-sampling feedback under MirroredStrategy on 2 logical CPUs equals the default strategy,
+"""Priorities and ḡ under MirroredStrategy on 2 logical CPUs equal the default strategy's,
 in a custom loop and through ``model.fit`` (``echoing.keras.PriorityModel``).
 
 The check runs in a subprocess (``python this_file``), because logical devices must be configured
@@ -32,7 +32,7 @@ def _model():
     )
 
 
-def _result(table, feedback, model):
+def _result(table, meter, model):
     def local(variable):
         values = getattr(variable, "values", None)
         return (values[0] if values else variable).numpy()
@@ -41,7 +41,7 @@ def _result(table, feedback, model):
         "log_priority": table.log_priority.numpy(),
         "measured_step": table.measured_step.numpy(),
         "aggregated_gradient": np.concatenate(
-            [local(v).ravel() for v in feedback.aggregated_gradient]
+            [local(v).ravel() for v in meter.aggregated_gradient]
         ),
         "weights": np.concatenate([np.ravel(v.numpy()) for v in model.trainable_variables]),
     }
@@ -68,31 +68,31 @@ def _run(strategy):
     import keras
     import tensorflow as tf
 
-    from echoing import PriorityFeedback, PriorityTable
+    from echoing import PriorityMeter, PriorityTable
 
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
     table = PriorityTable(40)  # host-side, outside the strategy scope
     with strategy.scope():
         model = _model()
         optimizer = keras.optimizers.SGD(0.5)
-        feedback = PriorityFeedback(table, model.trainable_variables)
+        meter = PriorityMeter(table, model.trainable_variables)
     data = _data()
     dataset = strategy.experimental_distribute_dataset(data.batch(8, drop_remainder=True).repeat(2))
 
     @tf.function
     def step(batch, number):
         def replica_step(batch):
-            _, gradients, priorities = feedback.losses_gradients_priorities(
+            _, gradients, priorities = meter.losses_gradients_priorities(
                 lambda: loss_fn(batch["y"], model(batch["x"], training=True))
             )
             optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
-            feedback.update(batch["id"], priorities, gradients, number)
+            meter.update(batch["id"], priorities, gradients, number)
 
         strategy.run(replica_step, args=(batch,))
 
     for number, batch in enumerate(dataset):
         step(batch, tf.constant(number, tf.int64))
-    return _result(table, feedback, model)
+    return _result(table, meter, model)
 
 
 def _check():
@@ -114,7 +114,7 @@ def _check():
     print("MIRRORED_EQUALS_DEFAULT")
 
 
-def test_mirrored_feedback_equals_default():
+def test_mirrored_priorities_equal_default():
     result = subprocess.run(
         [sys.executable, str(pathlib.Path(__file__).resolve())],
         capture_output=True,

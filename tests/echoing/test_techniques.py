@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import echoing
 import pipelines
 from echoing import techniques
 from trainers import run_config
@@ -115,9 +116,11 @@ def test_auto_echo_ignores_the_traced_loop_and_logs_the_wait_once():
     assert "input_wait_fraction" not in technique.scalars()
 
 
-def test_loss_callback_receives_ids_losses_and_step():
+def test_feedback_callback_receives_ids_losses_and_step():
     seen = []
-    technique = techniques.LossCallback(lambda ids, losses, step: seen.append((ids, losses, step)))
+    technique = techniques.FeedbackCallback(
+        lambda ids, losses, step: seen.append((ids, losses, step))
+    )
     assert technique.wants_losses
     technique.observe(
         techniques.Feedback(
@@ -301,6 +304,23 @@ def test_priority_samplings_old_keys_are_renamed_with_a_warning():
         context = _context(_config(priority=True, pgd_renew_ratio=0.5))
     (technique,) = techniques.from_config(context)
     assert technique.name == "priority" and technique._selection["renew_ratio"] == 0.5
+
+
+def test_priority_gradients_takes_a_meter_and_reads_its_old_keyword_with_a_warning():
+    meter = echoing.PriorityMeter(echoing.PriorityTable(4), [tf.Variable(0.0)])
+    assert techniques.PriorityGradients(meter).meter is meter
+    with pytest.warns(
+        DeprecationWarning,
+        match=r"PriorityGradients\(feedback=\.\.\.\) is deprecated and goes in the next release: "
+        r"use PriorityGradients\(meter=\.\.\.\)",
+    ):
+        assert techniques.PriorityGradients(feedback=meter).meter is meter
+    with pytest.warns(DeprecationWarning), pytest.raises(TypeError, match="both meter= and"):
+        techniques.PriorityGradients(meter, feedback=meter)
+    with pytest.raises(
+        TypeError, match=r"meter must be an echoing\.PriorityMeter or None, got str"
+    ):
+        techniques.PriorityGradients("meter")
 
 
 def test_techniques_declare_what_they_change_in_the_step():

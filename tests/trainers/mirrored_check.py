@@ -53,7 +53,7 @@ def train(strategy, initial_weights):
         ),
         strategy=strategy,
         techniques=[
-            techniques.LossCallback(
+            techniques.FeedbackCallback(
                 lambda ids, losses, step: seen.append((ids.numpy(), losses.numpy(), step))
             )
         ],

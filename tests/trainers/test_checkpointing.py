@@ -109,7 +109,9 @@ def _id_trainer(seen):
         model=model,
         optimizer=keras.optimizers.SGD(0.1),
         train_dataset_fn=loop.per_replica_batches(lambda: train, global_batch_size=4),
-        techniques=[techniques.LossCallback(lambda ids, losses, step: seen.append(ids.numpy()))],
+        techniques=[
+            techniques.FeedbackCallback(lambda ids, losses, step: seen.append(ids.numpy()))
+        ],
     )
     objects = {"model": model, "step": trainer.step, "iterator": trainer.iterator}
     return trainer, objects

@@ -38,10 +38,10 @@ def _run(variant: str, jit_compile: bool, initial_weights, strategy):
         optimizer = keras.optimizers.SGD(0.05, momentum=0.9)
     examples = _examples(sample_weight=variant == "sample_weight")
     seen = []
-    table = priority_feedback = None
+    table = priority_meter = None
     if variant == "pgd":
         table = echoing.PriorityTable(NUM_EXAMPLES)
-        priority_feedback = echoing.PriorityFeedback(table, model.trainable_variables)
+        priority_meter = echoing.PriorityMeter(table, model.trainable_variables)
     trainer = loop.Trainer(
         model=model,
         optimizer=optimizer,
@@ -58,13 +58,13 @@ def _run(variant: str, jit_compile: bool, initial_weights, strategy):
             lambda: tf.data.Dataset.from_tensor_slices(examples).batch(24), global_batch_size=24
         ),
         techniques=[
-            techniques.LossCallback(
+            techniques.FeedbackCallback(
                 lambda ids, losses, step: seen.append((ids.numpy(), losses.numpy()))
             )
         ]
         if variant == "feedback"
-        else [techniques.PriorityGradients(priority_feedback)]
-        if priority_feedback is not None
+        else [techniques.PriorityGradients(priority_meter)]
+        if priority_meter is not None
         else (),
         strategy=strategy,
         jit_compile=jit_compile,

@@ -50,7 +50,7 @@ def _trainer(
             lambda: tf.data.Dataset.from_tensor_slices(_examples()).batch(eval_batch),
             global_batch_size=eval_batch,
         ),
-        techniques=[*extra, *(techniques.LossCallback(callback) for callback in feedback)],
+        techniques=[*extra, *(techniques.FeedbackCallback(callback) for callback in feedback)],
         jit_compile=jit,
     )
     return trainer, model

@@ -39,6 +39,7 @@ the train step itself. Errors from the learner thread surface at the next batch.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -48,7 +49,7 @@ import tensorflow as tf
 from echoing._src.assist.filter import AssistantFilter
 from echoing._src.assist.learner import AssistantLearner
 from echoing._src.core.checks import is_positive_int
-from echoing._src.core.loss_table import LossInbox
+from echoing._src.core.loss_table import FeedbackInbox
 
 
 class AssistantCallback(keras.callbacks.Callback):
@@ -130,7 +131,7 @@ class AssistantCallback(keras.callbacks.Callback):
         _log_stats(self, epoch, logs)
 
 
-class AssistantFeedCallback(keras.callbacks.Callback):
+class AssistantFeedbackCallback(keras.callbacks.Callback):
     """Feeds ``learner`` the losses of ``fit``'s own train steps: no extra forward pass.
 
     Example::
@@ -146,7 +147,7 @@ class AssistantFeedCallback(keras.callbacks.Callback):
         assistant = echoing.Assistant(num_classes=10, input_shape=(40,))
         stage = echoing.assistant_filter(assistant, base_prob=0.3, seed=0)
         learner = echoing.AssistantLearner(assistant, examples={"inputs": x, "label": y})
-        inbox = echoing.LossInbox(n)
+        inbox = echoing.FeedbackInbox(n)
         source = tf.data.Dataset.from_tensor_slices({"inputs": x, "label": y, "id": np.arange(n)})
         train = source.shuffle(n, seed=0).repeat().apply(stage).batch(32)
         model = echoing.keras.LossFeedback(
@@ -156,7 +157,7 @@ class AssistantFeedCallback(keras.callbacks.Callback):
             observers=[inbox.update],
         )
         model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        callback = echoing.AssistantFeedCallback(learner, inbox, stage=stage)
+        callback = echoing.AssistantFeedbackCallback(learner, inbox, stage=stage)
         model.fit(train.map(echoing.keras.fit_inputs), epochs=2, steps_per_epoch=10,
                   callbacks=[callback], verbose=0)
         learner.wait_until_idle(timeout=60)  # let the learner's thread catch up
@@ -165,15 +166,15 @@ class AssistantFeedCallback(keras.callbacks.Callback):
 
     The model is wrapped in ``echoing.keras.LossFeedback`` with ``inbox.update`` among its
     observers, so every train step records its rows' losses by id in ``inbox`` (an
-    ``echoing.LossInbox``, in the step's graph); every ``every_n_batches`` batches the callback
-    drains the ids updated since and hands them to ``learner.feedback_ids``, which looks their
-    features up in the learner's ``examples``. An id trained twice between drains is fed once,
-    with its newest loss. The learner's (and the stage's) statistics go into the epoch logs.
+    ``echoing.FeedbackInbox``, in the step's graph); every ``every_n_batches`` batches the
+    callback drains the ids updated since and hands them to ``learner.feedback_ids``, which looks
+    their features up in the learner's ``examples``. An id trained twice between drains is fed
+    once, with its newest loss. The learner's (and the stage's) statistics go into the epoch logs.
 
     Args:
       learner: the :class:`echoing.AssistantLearner`, built with ``examples`` (the training
         set by id).
-      inbox: the :class:`echoing.LossInbox` the model's ``LossFeedback`` updates.
+      inbox: the :class:`echoing.FeedbackInbox` the model's ``LossFeedback`` updates.
       stage: the :class:`echoing.AssistantFilter`, to log its keep rate too.
       every_n_batches: drain after every this many calls of fit's train function.
     """
@@ -181,7 +182,7 @@ class AssistantFeedCallback(keras.callbacks.Callback):
     def __init__(
         self,
         learner: AssistantLearner,
-        inbox: LossInbox,
+        inbox: FeedbackInbox,
         *,
         stage: AssistantFilter | None = None,
         every_n_batches: int = 1,
@@ -189,16 +190,16 @@ class AssistantFeedCallback(keras.callbacks.Callback):
         super().__init__()
         if not isinstance(learner, AssistantLearner) or learner.examples is None:
             raise TypeError(
-                f"AssistantFeedCallback(learner={learner!r}): expected an "
+                f"{type(self).__name__}(learner={learner!r}): expected an "
                 "echoing.AssistantLearner built with examples={'inputs': x_train, 'label': "
                 "y_train}, so that it can look up the rows the inbox names by id."
             )
-        if not isinstance(inbox, LossInbox):
+        if not isinstance(inbox, FeedbackInbox):
             raise TypeError(
-                f"AssistantFeedCallback(inbox={inbox!r}): expected an echoing.LossInbox, given "
-                "to the model's echoing.keras.LossFeedback as an observer (inbox.update)."
+                f"{type(self).__name__}(inbox={inbox!r}): expected an echoing.FeedbackInbox, "
+                "given to the model's echoing.keras.LossFeedback as an observer (inbox.update)."
             )
-        _check_stage_and_every("AssistantFeedCallback", stage, every_n_batches)
+        _check_stage_and_every(type(self).__name__, stage, every_n_batches)
         self.learner, self.inbox, self.stage = learner, inbox, stage
         self.every_n_batches = every_n_batches
         self.history: list[dict[str, Any]] = []
@@ -214,6 +215,20 @@ class AssistantFeedCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         _log_stats(self, epoch, logs)
+
+
+class AssistantFeedCallback(AssistantFeedbackCallback):
+    """Deprecated, goes in the next release: ``echoing.AssistantFeedbackCallback`` (renamed)."""
+
+    def __init__(self, learner: AssistantLearner, inbox: FeedbackInbox, **arguments):
+        warnings.warn(
+            "echoing.AssistantFeedCallback is deprecated and goes in the next release: use "
+            "echoing.AssistantFeedbackCallback, the same callback under per-example loss "
+            "feedback's one name.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(learner, inbox, **arguments)
 
 
 def _check_stage_and_every(owner: str, stage, every_n_batches) -> None:

@@ -19,6 +19,8 @@ table lives on the CPU and is never mirrored onto accelerators; it is a ``tf.Mod
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import tensorflow as tf
 
@@ -136,24 +138,25 @@ class LossTable(tf.Module):
             )
 
 
-class LossInbox(LossTable):
+class FeedbackInbox(LossTable):
     """A ``LossTable`` that also keeps which ids were updated since the last ``drain``.
 
-    What hands the losses of ``fit``'s own train steps to a Python consumer (the Assistant
-    learner): ``update`` runs in the train step's graph (an ``echoing.keras.LossFeedback``
-    observer), and ``drain`` is called between steps (``echoing.AssistantFeedCallback``).
+    What hands the per-example loss feedback of ``fit``'s own train steps to a Python consumer
+    (the Assistant learner): ``update`` runs in the train step's graph (an
+    ``echoing.keras.LossFeedback`` observer), and ``drain`` is called between steps
+    (``echoing.AssistantFeedbackCallback``).
 
     Example::
 
-        from echoing._src.core.loss_table import LossInbox
+        import echoing
 
-        inbox = LossInbox(num_examples=4)
+        inbox = echoing.FeedbackInbox(num_examples=4)
         inbox.update([3, 1], [0.5, 0.25])
         print(inbox.drain())  # (array([1, 3]), array([0.25, 0.5], dtype=float32))
         print(inbox.drain())  # nothing new: two empty arrays
     """
 
-    def __init__(self, num_examples: int, name: str = "loss_inbox"):
+    def __init__(self, num_examples: int, name: str = "feedback_inbox"):
         super().__init__(num_examples, name=name)
         self.pending = _host_variable(tf.zeros([num_examples], tf.bool), "pending")
 
@@ -168,3 +171,16 @@ class LossInbox(LossTable):
         ids = np.flatnonzero(self.pending.numpy()).astype(np.int64)
         self.pending.assign(tf.zeros_like(self.pending))
         return ids, self.losses.numpy()[ids]
+
+
+class LossInbox(FeedbackInbox):
+    """Deprecated, goes in the next release: ``echoing.FeedbackInbox`` (the same, renamed)."""
+
+    def __init__(self, num_examples: int, name: str = "loss_inbox"):
+        warnings.warn(
+            "echoing.LossInbox is deprecated and goes in the next release: use "
+            "echoing.FeedbackInbox, the same inbox under per-example loss feedback's one name.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(num_examples, name=name)

@@ -54,6 +54,7 @@ refused when it is defined, so a declaration cannot be forgotten.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -211,16 +212,17 @@ def replaces_gradients(technique: Technique) -> bool:
     return bool(technique.replaces_gradients)
 
 
-class LossCallback(Technique):
-    """Calls ``callback(ids, per_example_losses, step)`` after every inner loop.
+class FeedbackCallback(Technique):
+    """Calls ``callback(ids, per_example_losses, step)`` with every ``Feedback`` record, after
+    every inner loop.
 
     Example::
 
         seen = []
-        technique = LossCallback(lambda ids, losses, step: seen.append(step))
+        technique = FeedbackCallback(lambda ids, losses, step: seen.append(step))
     """
 
-    name = "loss_callback"
+    name = "feedback_callback"
     wants_losses = True
 
     def __init__(self, callback: Callable[[tf.Tensor, tf.Tensor, int], None]):
@@ -230,6 +232,20 @@ class LossCallback(Technique):
 
     def observe(self, feedback: Feedback) -> None:
         self._callback(feedback.ids, feedback.losses, feedback.step)
+
+
+class LossCallback(FeedbackCallback):
+    """Deprecated, goes in the next release: ``echoing.techniques.FeedbackCallback`` (renamed)."""
+
+    def __init__(self, callback: Callable[[tf.Tensor, tf.Tensor, int], None]):
+        warnings.warn(
+            "echoing.techniques.LossCallback is deprecated and goes in the next release: use "
+            "echoing.techniques.FeedbackCallback, the same technique under per-example loss "
+            "feedback's one name.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(callback)
 
 
 class Stages(Technique):

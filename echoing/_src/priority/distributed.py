@@ -24,7 +24,7 @@ Example::
         ),
         options,
     )
-    # Per replica in the train step: PriorityFeedback(table, ...).update(batch["id"], ...)
+    # Per replica in the train step: PriorityMeter(table, ...).update(batch["id"], ...)
 
 The paper's parameter-server workers each select the top-k over their own examples; here every
 input pipeline ``i`` of ``P`` (``InputContext.input_pipeline_id`` / ``num_input_pipelines``) is
@@ -32,8 +32,8 @@ such a worker. It selects from ``table.shards[i]`` (the ids ``i::P``, see
 ``echoing.ShardedPriorityTable``): its top-k, its own round-robin renewal (so the ``P`` pipelines
 together renew every id every ``ceil(N / (P·r))`` steps) and its uniform remainder. It gathers
 the selected examples from the full source by GLOBAL id and yields them with those ids, so the
-train step's feedback writes into the owning shard's table, and no two pipelines ever select the
-same example.
+train step writes their priorities into the owning shard's table, and no two pipelines ever
+select the same example.
 
 A pipeline that feeds several replicas (``num_replicas_in_sync / num_input_pipelines > 1``, e.g.
 the default per-worker mode of ``MirroredStrategy``) selects once per step for all of them and

@@ -15,7 +15,7 @@ from echoing._src.core.keras_feedback import (
     _require_ids,
     _require_labels,
 )
-from echoing._src.priority.feedback import PriorityFeedback
+from echoing._src.priority.meter import PriorityMeter
 
 
 class PriorityModel(_PerExampleLossModel):
@@ -45,7 +45,7 @@ class PriorityModel(_PerExampleLossModel):
     Each train step runs the forward pass once, applies the batch's mean gradient (weighted by
     the importance weights ``priority_sample`` attaches, if any), and writes the priorities
     ``p_i = ḡ·g_i`` of the batch's examples into ``table`` by id: one forward-mode JVP along the
-    aggregated gradient ḡ, no per-example gradients (see ``echoing.PriorityFeedback``). The
+    aggregated gradient ḡ, no per-example gradients (see ``echoing.PriorityMeter``). The
     sampler reads the table to pick the next batches, so a run is
     ``priority_sample -> fit_inputs -> fit``. Under ``tf.distribute`` build it (and compile it)
     inside ``strategy.scope()``, where ḡ's variables are created; each replica then writes its
@@ -86,7 +86,8 @@ class PriorityModel(_PerExampleLossModel):
         self.model = model
         self.per_example_loss = per_example_loss
         self.inputs_key, self.id_key = inputs_key, id_key
-        self.feedback = PriorityFeedback(table, model.trainable_variables)
+        # ``feedback``, its name from before PriorityMeter, is also its checkpoint key: kept.
+        self.feedback = PriorityMeter(table, model.trainable_variables)
 
     def call(self, x, training=None):
         return self.model(_model_inputs(self, x, training), training=training)

@@ -12,8 +12,8 @@ Example::
 The paper's parameter-server design has each worker select the top-k over its own examples.
 Under ``tf.distribute`` each input pipeline (``InputContext.input_pipeline_id``) is such a worker:
 it selects from ``shards[input_pipeline_id]``, a ``PriorityTable`` over its ``ceil((N - i) / P)``
-examples, and its batches carry GLOBAL ids, so the train step's feedback (``update`` with the
-batch's ids, e.g. through ``PriorityFeedback``) lands in the owning shard's table.
+examples, and its batches carry GLOBAL ids, so the train step's priorities (``update`` with the
+batch's ids, e.g. through ``PriorityMeter``) land in the owning shard's table.
 
 Strided shards (``i::P``), not contiguous ranges, because that is what ``Dataset.shard(P, i)``
 does elsewhere in the input pipelines, the mapping is a division (local ``= id // P``, owner

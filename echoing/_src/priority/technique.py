@@ -34,38 +34,52 @@ from ml_collections import config_dict
 
 from echoing._src.core import config_checks
 from echoing._src.core.technique import Context, ExamplesById, Feedback, Technique
-from echoing._src.priority.feedback import PriorityFeedback
+from echoing._src.priority.meter import PriorityMeter
 from echoing._src.priority.sampling import priority_sample
 from echoing._src.priority.shards import ShardedPriorityTable
 from echoing._src.priority.table import PriorityTable
 
 
 class PriorityGradients(Technique):
-    """Each train step through ``feedback``: the mean gradient and every example's priority.
+    """Each train step through ``meter``: the mean gradient and every example's priority.
 
     For a trainer fed by your own ``echoing.priority_sample`` dataset; ``PriorityTechnique``
-    also selects the batches.
+    also selects the batches. ``feedback=``, the argument's name before ``echoing.PriorityMeter``,
+    is read with a DeprecationWarning for one more release.
     """
 
     name = "priority"
     replaces_gradients = True
 
-    def __init__(self, feedback: PriorityFeedback | None = None):
-        if feedback is not None and not isinstance(feedback, PriorityFeedback):
-            raise TypeError(
-                "feedback must be an echoing.PriorityFeedback or None, got "
-                f"{type(feedback).__name__}."
+    def __init__(
+        self, meter: PriorityMeter | None = None, *, feedback: PriorityMeter | None = None
+    ):
+        if feedback is not None:
+            warnings.warn(
+                "PriorityGradients(feedback=...) is deprecated and goes in the next release: "
+                "use PriorityGradients(meter=...), the same echoing.PriorityMeter.",
+                DeprecationWarning,
+                stacklevel=2,
             )
-        self.feedback = feedback
+            if meter is not None:
+                raise TypeError(
+                    "PriorityGradients got both meter= and feedback= (its old name); keep meter=."
+                )
+            meter = feedback
+        if meter is not None and not isinstance(meter, PriorityMeter):
+            raise TypeError(
+                f"meter must be an echoing.PriorityMeter or None, got {type(meter).__name__}."
+            )
+        self.meter = meter
 
     def gradients(self, loss_fn: Callable[[], tf.Tensor], sample_weight: tf.Tensor | None):
-        return self.feedback.losses_gradients_priorities(loss_fn, sample_weight=sample_weight)
+        return self.meter.losses_gradients_priorities(loss_fn, sample_weight=sample_weight)
 
     def after_step(self, ids, aux, gradients, step) -> None:
         # Outside the compiled step: the priority table is host state (CPU variables the input
         # pipeline reads), and ḡ's MEAN-aggregated assign is a cross-replica merge. The batch
         # for step t was selected from the table at step t: write at the same step.
-        self.feedback.update(ids, aux, gradients, step)
+        self.meter.update(ids, aux, gradients, step)
 
     def input_options(self) -> tf.distribute.InputOptions:
         # Selection reads the table when a batch is produced: prefetching batches to the
@@ -105,7 +119,7 @@ class PriorityTechnique(PriorityGradients):
         self._step = 0
 
     def build(self, model) -> None:
-        self.feedback = PriorityFeedback(self.table, model.trainable_variables)
+        self.meter = PriorityMeter(self.table, model.trainable_variables)
 
     def train_dataset(self, input_context: tf.distribute.InputContext) -> tf.data.Dataset:
         return priority_sample(
@@ -116,7 +130,8 @@ class PriorityTechnique(PriorityGradients):
         self._step = feedback.step
 
     def checkpointed(self) -> dict[str, object]:
-        return {"priority_table": self.table, "priority_feedback": self.feedback}
+        # "priority_feedback", from before PriorityMeter: the key earlier checkpoints hold ḡ by.
+        return {"priority_table": self.table, "priority_feedback": self.meter}
 
     def scalars(self) -> dict[str, float]:
         statistics = self.table.statistics(self._step)

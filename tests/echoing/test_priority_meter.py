@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echoing import PriorityFeedback, PriorityStep, PriorityTable
+from echoing import PriorityMeter, PriorityStep, PriorityTable
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
@@ -37,13 +37,13 @@ def _data(batch_size: int = 8):
 def test_jvp_priorities_match_per_example_gradients(kind, in_function):
     model = _model(kind)
     x, y = _data()
-    feedback = PriorityFeedback(PriorityTable(8), model.trainable_variables)
+    meter = PriorityMeter(PriorityTable(8), model.trainable_variables)
     rng = np.random.default_rng(2)
-    for aggregate in feedback.aggregated_gradient:
+    for aggregate in meter.aggregated_gradient:
         aggregate.assign(rng.normal(size=aggregate.shape).astype(np.float32))
 
     def run():
-        return feedback.losses_gradients_priorities(lambda: LOSS(y, model(x)))
+        return meter.losses_gradients_priorities(lambda: LOSS(y, model(x)))
 
     losses, gradients, priorities = (tf.function(run) if in_function else run)()
 
@@ -53,7 +53,7 @@ def test_jvp_priorities_match_per_example_gradients(kind, in_function):
     jacobians = tape.jacobian(reference_losses, variables)  # per-example gradients
     expected = sum(
         tf.reduce_sum(tf.reshape(j, [8, -1]) * tf.reshape(g, [1, -1]), axis=1)
-        for j, g in zip(jacobians, feedback.aggregated_gradient, strict=True)
+        for j, g in zip(jacobians, meter.aggregated_gradient, strict=True)
     )
     np.testing.assert_allclose(priorities.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(losses.numpy(), reference_losses.numpy(), rtol=1e-6)
@@ -67,14 +67,14 @@ def test_jvp_priorities_match_per_example_gradients(kind, in_function):
 def test_sample_weight_weights_the_gradient_not_the_priorities():
     model = _model("mlp")
     x, y = _data()
-    feedback = PriorityFeedback(PriorityTable(8), model.trainable_variables)
-    for aggregate in feedback.aggregated_gradient:
+    meter = PriorityMeter(PriorityTable(8), model.trainable_variables)
+    for aggregate in meter.aggregated_gradient:
         aggregate.assign(tf.ones_like(aggregate))
     weight = tf.constant([2.0, 0.0, 1.0, 1.0, 0.5, 0.0, 3.0, 1.0])
-    _, plain_gradients, plain_priorities = feedback.losses_gradients_priorities(
+    _, plain_gradients, plain_priorities = meter.losses_gradients_priorities(
         lambda: LOSS(y, model(x))
     )
-    _, gradients, priorities = feedback.losses_gradients_priorities(
+    _, gradients, priorities = meter.losses_gradients_priorities(
         lambda: LOSS(y, model(x)), sample_weight=weight
     )
     np.testing.assert_allclose(priorities.numpy(), plain_priorities.numpy(), rtol=1e-6)
@@ -89,25 +89,25 @@ def test_sample_weight_weights_the_gradient_not_the_priorities():
 @pytest.mark.parametrize("num_examples,batch_size", [(10, 2), (100, 25), (4, 4)])
 def test_aggregated_gradient_follows_eq_9_with_the_mean(num_examples, batch_size):
     variable = tf.Variable(tf.zeros([3]))
-    feedback = PriorityFeedback(PriorityTable(num_examples), [variable])
+    meter = PriorityMeter(PriorityTable(num_examples), [variable])
     ids = tf.range(batch_size)
     mean_gradients = [np.array([1.0, -2.0, 0.5]), np.array([0.25, 4.0, -1.0]), np.ones(3)]
     expected = np.zeros(3)
     keep = 1.0 - batch_size / num_examples
     for step, gradient in enumerate(mean_gradients):
-        feedback.update(ids, tf.ones([batch_size]), [tf.constant(gradient, tf.float32)], step)
+        meter.update(ids, tf.ones([batch_size]), [tf.constant(gradient, tf.float32)], step)
         expected = keep * expected + gradient
-        np.testing.assert_allclose(feedback.aggregated_gradient[0].numpy(), expected, rtol=1e-6)
+        np.testing.assert_allclose(meter.aggregated_gradient[0].numpy(), expected, rtol=1e-6)
 
 
 def test_priorities_are_written_by_example_id_and_not_before_an_aggregate_exists():
     table = PriorityTable(10)
-    feedback = PriorityFeedback(table, [tf.Variable(tf.zeros([2]))])
+    meter = PriorityMeter(table, [tf.Variable(tf.zeros([2]))])
     ids = tf.constant([7, 2, 9])
     gradient = [tf.constant([1.0, 0.0])]
-    feedback.update(ids, tf.constant([1.0, 2.0, 4.0]), gradient, step=0)
+    meter.update(ids, tf.constant([1.0, 2.0, 4.0]), gradient, step=0)
     assert np.all(table.measured_step.numpy() == -1), "ḡ was 0: priorities must not be written"
-    feedback.update(ids, tf.constant([1.0, 2.0, 4.0]), gradient, step=1)
+    meter.update(ids, tf.constant([1.0, 2.0, 4.0]), gradient, step=1)
     np.testing.assert_allclose(table.estimate(1).numpy()[[7, 2, 9]], [1.0, 2.0, 4.0], rtol=1e-6)
     unmeasured = np.setdiff1d(np.arange(10), [7, 2, 9])
     assert np.all(table.measured_step.numpy()[unmeasured] == -1)
@@ -149,10 +149,10 @@ def test_priority_step_trains_and_refreshes_the_batch_priorities():
         ({"variables": [np.zeros(3)]}, TypeError, "tf.Variables or Keras variables.*ndarray"),
     ],
 )
-def test_feedback_errors(arguments, error, message):
+def test_meter_errors(arguments, error, message):
     kwargs = {"table": PriorityTable(4), "variables": [tf.Variable(0.0)], **arguments}
     with pytest.raises(error, match=message):
-        PriorityFeedback(kwargs["table"], kwargs["variables"])
+        PriorityMeter(kwargs["table"], kwargs["variables"])
 
 
 def test_priority_step_rejects_a_non_callable_loss():
