@@ -7,6 +7,10 @@ r"""Where asynchronous accuracy goes: staleness without threads, threads, and PA
     python benchmarks/async_staleness_ablation.py --variants=sequential,delayed,delayed_predicted \
         --rates=0.005,0.01,0.02,0.03,0.05,0.1 \
         --output=benchmarks/results/async_staleness_ablation_remedies.json  # remedies
+    python benchmarks/async_staleness_ablation.py --weight-prediction=both \
+        --variants=sequential,concurrent_assm,concurrent_passm,concurrent_passm_plus \
+        --rates=0.02,0.03,0.05 \
+        --output=benchmarks/results/async_staleness_ablation_prediction.json  # in the backend
 
 The MNIST-1D CNN of ``configs/passm.py`` (``num_steps`` updates, batch 32, momentum 0.9, decays
 ×0.1 at 50% and 75%), c = 2, each variant at every rate of the grid on the seeds given. The
@@ -29,6 +33,12 @@ input of worker w is ``async_experiment.train_dataset_fn(...)(w)``, exactly the 
 - ``concurrent_passm_plus_reset``: the same, every momentum buffer zeroed at each phase switch
   (ASSM ↔ PASSM), which separates the switch from the method.
 
+``--weight-prediction=on`` (or ``both``: off, then on) runs the concurrent variants with the
+backend's ``weight_prediction`` (``delayed_predicted``'s rule in the threads: a worker's gradient
+at its read less the other workers' next momentum step, on what each writes); the other
+variants run once, without (``delayed_predicted`` is theirs). Its runs are headlined as
+``<variant>_predicted``.
+
 ``--momentum`` sets every variant's momentum (default the config's 0.9): with a gradient one
 update stale, heavy-ball momentum is stable only for an effective step η/(1 − m) below ~1/h, so
 a low-momentum grid keeps η/(1 − m) (m = 0 at 10× the rates) rather than η. Two more remedies
@@ -37,7 +47,8 @@ rate linearly from 0 over that fraction of the run; ``--dc-lambda`` adds DC-ASGD
 compensation (Zheng et al. 2017) to the stale gradients, g + λ·g⊙g⊙(x_now − x_read).
 
 The headline is each variant's mean final accuracy at its best rate minus ``sequential``'s, in
-points (null for a variant not run).
+points (null for a variant not run; ``<variant>_predicted`` for the concurrent ones with
+weight prediction).
 """
 
 from __future__ import annotations
@@ -64,6 +75,8 @@ VARIANTS = (
     "concurrent_passm_plus",
     "concurrent_passm_plus_reset",
 )
+# Headline labels: every variant, and each concurrent one with weight prediction.
+LABELS = VARIANTS + tuple(f"{v}_predicted" for v in VARIANTS if v.startswith("concurrent"))
 FULL = {"num_steps": 1600, "rates": [0.02, 0.05], "seeds": [0, 1], "workers": 2}
 QUICK = {"num_steps": 40, "rates": [0.05], "seeds": [0], "workers": 2}
 
@@ -180,8 +193,11 @@ def train_sequential(setup: dict, variant: str, rate: float, seed: int) -> dict:
     return {"final_accuracy": accuracy, "staleness_mean": float(variant.startswith("delayed"))}
 
 
-def train_concurrent(setup: dict, variant: str, rate: float, seed: int) -> dict:
-    """The shared-memory backend as ``benchmarks/async_shared_memory.py`` runs it."""
+def train_concurrent(
+    setup: dict, variant: str, rate: float, seed: int, predict: bool = False
+) -> dict:
+    """The shared-memory backend as ``benchmarks/async_shared_memory.py`` runs it (``predict``:
+    with ``weight_prediction``)."""
     import keras
     import tensorflow as tf
 
@@ -202,6 +218,7 @@ def train_concurrent(setup: dict, variant: str, rate: float, seed: int) -> dict:
         num_workers=config.num_workers,
         momentum=config.momentum,
         steps_per_call=config.steps_per_closure,
+        weight_prediction=predict,
     )
     if variant.endswith("_reset"):
         train_chunk, last = trainer._train_chunk, {"mode": None}
@@ -241,22 +258,29 @@ def train_concurrent(setup: dict, variant: str, rate: float, seed: int) -> dict:
     return {**{key: result[key] for key in kept}, "traces_per_worker": traces}
 
 
-def run(setup: dict, variant: str, rate: float, seed: int) -> dict:
-    train = train_concurrent if variant.startswith("concurrent") else train_sequential
+def run(setup: dict, variant: str, rate: float, seed: int, predict: bool = False) -> dict:
     began = time.perf_counter()
-    result = train(setup, variant, rate, seed)
+    if variant.startswith("concurrent"):
+        result = train_concurrent(setup, variant, rate, seed, predict)
+        result["weight_prediction"] = predict
+    else:
+        result = train_sequential(setup, variant, rate, seed)
     momentum = _config(setup, seed).momentum
     remedies = {key: setup[key] for key in ("warmup_fraction", "dc_lambda") if key in setup}
     return {"variant": variant, "momentum": momentum, **remedies, "rate": rate, "seed": seed,
             **result, "seconds": time.perf_counter() - began}  # fmt: skip
 
 
+def _label(run: dict) -> str:
+    return run["variant"] + ("_predicted" if run.get("weight_prediction") else "")
+
+
 def headline(runs: list[dict], rates: list[float]) -> dict[str, float | None]:
-    def best(variant: str) -> float | None:
+    def best(label: str) -> float | None:
         means = [
             statistics.mean(r["final_accuracy"] for r in group)
             for rate in rates
-            if (group := [r for r in runs if (r["variant"], r["rate"]) == (variant, rate)])
+            if (group := [r for r in runs if (_label(r), r["rate"]) == (label, rate)])
         ]
         return max(means) if means else None
 
@@ -266,7 +290,7 @@ def headline(runs: list[dict], rates: list[float]) -> dict[str, float | None]:
             None if reference is None or best(variant) is None
             else 100 * (best(variant) - reference)
         )
-        for variant in VARIANTS
+        for variant in LABELS
         if variant != "sequential"
     } | {"sequential_accuracy": reference}  # fmt: skip
 
@@ -283,6 +307,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--dc-lambda", type=float, help="DC-ASGD's λ on the delayed variants' stale gradients"
+    )
+    parser.add_argument(
+        "--weight-prediction",
+        choices=("off", "on", "both"),
+        default="off",
+        help="the concurrent variants with the backend's weight prediction (both: off, then on)",
     )
     parser.add_argument("--output", help="JSON path (default results/async_staleness_ablation)")
     args = parser.parse_args(argv)
@@ -311,16 +341,21 @@ def main(argv: list[str] | None = None) -> None:
             f"--warmup-fraction and --dc-lambda apply to the sequential variants only (the "
             f"backend has neither); drop {concurrent} from --variants or run them separately."
         )
+    predictions = {"off": [False], "on": [True], "both": [False, True]}[args.weight_prediction]
+    if args.weight_prediction != "off":
+        setup["weight_prediction"] = args.weight_prediction
     runs = []
     for variant in variants:
-        for rate in setup["rates"]:
-            for seed in setup["seeds"]:
-                runs.append(run(setup, variant, rate, seed))
-                print(
-                    f"{variant} lr {rate} seed {seed}: {runs[-1]['final_accuracy']:.4f} "
-                    f"(staleness {runs[-1].get('staleness_mean', 0):.2f})",
-                    flush=True,
-                )
+        for predict in predictions if variant.startswith("concurrent") else [False]:
+            for rate in setup["rates"]:
+                for seed in setup["seeds"]:
+                    runs.append(run(setup, variant, rate, seed, predict))
+                    print(
+                        f"{_label(runs[-1])} lr {rate} seed {seed}: "
+                        f"{runs[-1]['final_accuracy']:.4f} "
+                        f"(staleness {runs[-1].get('staleness_mean', 0):.2f})",
+                        flush=True,
+                    )
     stem = "async_staleness_ablation" + ("_quick" if args.quick else "")
     path = args.output or os.path.join(RESULTS, stem + ".json")
     result = harness.write_results(

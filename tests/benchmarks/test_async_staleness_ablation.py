@@ -100,3 +100,23 @@ def test_remedies_the_backend_lacks_are_refused_for_concurrent_variants(load_ben
         load_benchmark("async_staleness_ablation").main(
             ["--quick", "--variants", "delayed,concurrent_assm", "--dc-lambda", "1"]
         )
+
+
+def test_weight_prediction_both_headlines_each_concurrent_variant_twice(load_benchmark, tmp_path):
+    path = tmp_path / "prediction.json"
+    load_benchmark("async_staleness_ablation").main(
+        ["--quick", "--variants", "sequential,concurrent_assm", "--weight-prediction", "both",
+         "--output", str(path)]
+    )  # fmt: skip
+    result = json.loads(path.read_text())
+    runs = {(r["variant"], r.get("weight_prediction")): r for r in result["runs"]}
+    # sequential is the reference and runs once; the concurrent variant off, then on.
+    assert set(runs) == {
+        ("sequential", None), ("concurrent_assm", False), ("concurrent_assm", True)
+    }  # fmt: skip
+    headline, reference = result["headline"], runs["sequential", None]["final_accuracy"]
+    for key, predict in (("concurrent_assm", False), ("concurrent_assm_predicted", True)):
+        gap = 100 * (runs["concurrent_assm", predict]["final_accuracy"] - reference)
+        assert headline[f"{key}_gap_points_c2"] == pytest.approx(gap)
+    assert headline["concurrent_passm_predicted_gap_points_c2"] is None  # not run
+    assert result["settings"]["weight_prediction"] == "both"

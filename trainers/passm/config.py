@@ -57,6 +57,7 @@ _FLAT_PATHS = {
     **{key: path for key, (path, _) in LEGACY_KEYS.items()},
     **{key: key for key in ("strategy", "model", "seed", "num_steps", "learning_rate")},
     "target_accuracy": "target_accuracy",
+    "weight_prediction": "passm.weight_prediction",
 }
 
 
@@ -77,6 +78,9 @@ def default_section() -> ml_collections.ConfigDict:
     # Steps per scheduled closure (parameter server) or per compiled call of a worker thread
     # (shared memory): amortises dispatch; fewer balance the end of a phase better.
     section.steps_per_call = 10
+    # Shared memory: each worker takes its gradient at its read less the other workers' next
+    # momentum step (weight prediction; docs/studies/async_partitioned.md), not at the read.
+    section.weight_prediction = False
     # The generated data set (pipelines.sources.generated): "mnist1d" | "generated_images".
     section.dataset = "mnist1d"
     section.data_seed = 0

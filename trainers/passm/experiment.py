@@ -65,6 +65,7 @@ def train_and_evaluate(
 def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
     _check_mode(config, strategy)
     backend = passm.resolve_backend(config, strategy)
+    _check_weight_prediction(config, backend)
     if backend != "shared_memory" and strategy is None:
         strategy = strategies.from_config(config)
     mode = config.mode
@@ -125,6 +126,23 @@ def _check_mode(config, strategy) -> None:
         )
 
 
+def _check_weight_prediction(config, backend: str) -> None:
+    """``passm.weight_prediction`` is a bool, and only the shared-memory backend predicts."""
+    predict = config.get("weight_prediction", False)
+    if not isinstance(predict, bool):
+        raise ValueError(
+            f"config.passm.weight_prediction must be True or False, got {predict!r}; set "
+            "--config.passm.weight_prediction=true (or false)."
+        )
+    if predict and backend != "shared_memory":
+        raise ValueError(
+            f"config.passm.weight_prediction=True applies to the shared-memory backend only "
+            f"(its workers read one another's momentum), and this run trains on {backend!r}; "
+            "drop --config.passm.weight_prediction, or train on one host with "
+            "--config.passm.backend=shared_memory."
+        )
+
+
 def _make_trainer(config, strategy, data, num_workers: int, backend: str):
     input_shape = data.train_arrays.inputs.shape[1:]
 
@@ -138,6 +156,7 @@ def _make_trainer(config, strategy, data, num_workers: int, backend: str):
             num_workers=num_workers,
             momentum=config.momentum,
             steps_per_call=config.steps_per_closure,
+            weight_prediction=config.get("weight_prediction", False),
         )
     if backend == "parameter_server":
         return parameter_server.AsyncPartitionedTrainer(

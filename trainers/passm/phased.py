@@ -40,9 +40,19 @@ def mean_loss(model: keras.Model, features: tf.Tensor, labels: tf.Tensor) -> tf.
     return _LOSS(labels, model(features, training=True))
 
 
+def logits_loss(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    """`mean_loss` of logits already computed (a ``stateless_call`` at other parameters)."""
+    return _LOSS(labels, logits)
+
+
 def check_positive_int(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}.")
+
+
+def check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}.")
 
 
 def check_momentum(momentum: Any) -> None:

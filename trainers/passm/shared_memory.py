@@ -53,6 +53,7 @@ from trainers.passm.blocks import partition_blocks
 from trainers.passm.phased import (
     DatasetFn,
     PhasedTrainer,
+    check_bool,
     check_momentum,
     check_positive_int,
 )
@@ -70,10 +71,14 @@ class SharedMemoryTrainer(PhasedTrainer):
       momentum: heavy-ball momentum m in [0, 1); each worker keeps its own buffers.
       steps_per_call: steps a worker runs per compiled call (one graph, GIL released); more
         amortise Python's dispatch, fewer balance the last steps of a phase better.
+      weight_prediction: each worker takes its gradient at its read less the other workers'
+        next momentum step, the updates expected to land before its write (`WorkerSteps`);
+        False (the paper's rule) takes it at the read.
 
     Raises:
-      ValueError: a count or the momentum out of range, or a model with fewer variables than
-        ``num_workers`` (the message names the value and the fix).
+      ValueError: a count or the momentum out of range, a non-bool ``weight_prediction``, or a
+        model with fewer variables than ``num_workers`` (the message names the value and the
+        fix).
     """
 
     def __init__(
@@ -83,10 +88,12 @@ class SharedMemoryTrainer(PhasedTrainer):
         num_workers: int,
         momentum: float = 0.9,
         steps_per_call: int = 10,
+        weight_prediction: bool = False,
     ):
         check_positive_int("num_workers", num_workers)
         check_momentum(momentum)
         check_positive_int("steps_per_call", steps_per_call)
+        check_bool("weight_prediction", weight_prediction)
         self.strategy = tf.distribute.get_strategy()
         self.num_workers = num_workers
         self.steps_per_call = steps_per_call
@@ -101,7 +108,14 @@ class SharedMemoryTrainer(PhasedTrainer):
         with tf.device("/cpu:0"):
             self.lock = tf.CriticalSection(name="assm_write_lock")
         self.workers = [
-            WorkerSteps(self.model, self.state, self.meter, worker=w, lock=self.lock)
+            WorkerSteps(
+                self.model,
+                self.state,
+                self.meter,
+                worker=w,
+                lock=self.lock,
+                weight_prediction=weight_prediction,
+            )
             for w in range(num_workers)
         ]
         self._iterators: list[Any] = []

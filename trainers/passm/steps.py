@@ -25,6 +25,17 @@ Update rules (paper Algorithm 1 with heavy-ball momentum u ← m·u + g, x ← x
   + ``tape.watch``; inside ``tf.function`` the rest of the backward pass is never built) and
   writes block w without a lock; it is block w's only writer.
 
+Weight prediction (``weight_prediction=True``; SpecTrain, Chen et al. 2018): a step's gradient
+is stale by the updates the other workers write between its read and its write (about one each;
+`benchmarks/async_staleness_ablation.py` finds that one stale update under momentum 0.9 costs
+~13 points, and this remedy recovers most of it). So the gradient is taken not at the read x but
+where the momentum of those updates will have moved it, x − η·m·Σ_{v≠w} u_v, u_v worker v's
+buffer, each on what v writes in the mode: every variable in ASSM; in PASSM only v's block, so
+worker w's own block (which only w writes, so it does not move before w's write) is not
+predicted. This is the ablation's ``delayed_predicted`` rule (u of the update in between, not the
+reader's own u: in PASSM the reader's own buffer foretells only its own block). The forward pass
+runs at those values with ``keras.Model.stateless_call``; the shared variables are not touched.
+
 A call runs ``num_steps`` steps in one graph (``tf.range`` loop): Python is off the hot path and
 the GIL is released for the whole call, so c workers' calls run at the same time. Each step
 reads the versions (model and blocks) before its forward pass and records its staleness at
@@ -38,7 +49,7 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
-from trainers.passm.phased import mean_loss
+from trainers.passm.phased import check_bool, logits_loss, mean_loss
 from trainers.passm.staleness import UpdateMeter
 from trainers.passm.state import TrainingState
 
@@ -54,6 +65,8 @@ class WorkerSteps:
       meter: the shared `UpdateMeter`.
       worker: w in [0, c); PASSM writes block w, momentum set w is the worker's own.
       lock: the ``tf.CriticalSection`` every worker's ASSM writes go through.
+      weight_prediction: take each gradient at the read less the other workers' next momentum
+        step (see the module doc); False takes it at the read, as the paper does.
     """
 
     def __init__(
@@ -64,7 +77,9 @@ class WorkerSteps:
         *,
         worker: int,
         lock: tf.CriticalSection,
+        weight_prediction: bool = False,
     ):
+        check_bool("weight_prediction", weight_prediction)
         if not 0 <= worker < len(state.blocks):
             raise ValueError(
                 f"worker must be in [0, {len(state.blocks)}) (one PASSM block per worker), "
@@ -77,6 +92,7 @@ class WorkerSteps:
             )
         self.model, self.state, self.meter = model, state, meter
         self.worker, self.lock = worker, lock
+        self.weight_prediction = weight_prediction
         self._functions: dict[str, Callable] = {}
 
     def function(self, mode: str) -> Callable:
@@ -101,14 +117,9 @@ class WorkerSteps:
         features, labels = next(iterator)
         model_version = meter.read()
         block_versions = [v.read_value() for v in state.versions]
-        # The version reads must precede the forward pass's parameter reads, or TF may order
-        # them last and every step would look fresh.
-        with (
-            tf.control_dependencies([model_version, *block_versions]),
-            tf.GradientTape() as tape,
-        ):
-            loss = mean_loss(self.model, features, labels)
-        gradients = tape.gradient(loss, state.parameters)
+        loss, gradients = self._gradients(
+            "assm", features, labels, rate, after=[model_version, *block_versions]
+        )
 
         def update() -> list[tf.Tensor]:
             written = state.apply(
@@ -137,14 +148,9 @@ class WorkerSteps:
         model_version = meter.read()
         block_version = state.versions[block].read_value()
         indices = state.blocks[block]
-        variables = [state.parameters[i] for i in indices]
-        with (
-            tf.control_dependencies([model_version, block_version]),
-            tf.GradientTape(watch_accessed_variables=False) as tape,
-        ):
-            tape.watch(variables)
-            loss = mean_loss(self.model, features, labels)
-        gradients = tape.gradient(loss, variables)
+        loss, gradients = self._gradients(
+            "passm", features, labels, rate, after=[model_version, block_version]
+        )
 
         def update() -> list[tf.Tensor]:
             written = state.apply(indices, gradients, rate, momentum_set=self.worker)
@@ -153,3 +159,44 @@ class WorkerSteps:
         written = meter.write(self.worker, model_version, update)
         state.finish_step(tf.shape(labels)[0], written)
         return loss
+
+    def _gradients(self, mode, features, labels, rate, *, after) -> tuple:
+        """The loss and the gradients of what ``mode`` writes (every variable in ASSM, block w
+        in PASSM), at the parameters read after ``after`` (the version reads: read first, or TF
+        may order them last and every step would look fresh), or at their prediction."""
+        state = self.state
+        writes = range(len(state.parameters)) if mode == "assm" else state.blocks[self.worker]
+        with tf.control_dependencies(after):
+            if not self.weight_prediction:
+                variables = [state.parameters[i] for i in writes]
+                with tf.GradientTape(watch_accessed_variables=False) as tape:
+                    tape.watch(variables)
+                    loss = mean_loss(self.model, features, labels)
+                return loss, tape.gradient(loss, variables)
+            point = self._predicted_parameters(mode, rate)
+            buffers = [b.read_value() for b in state.buffers]
+        watched = [point[i] for i in writes]
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(watched)
+            logits, buffers = self.model.stateless_call(point, buffers, features, training=True)
+            loss = logits_loss(labels, logits)
+        # What a stateful forward pass would have written (e.g. batch-norm statistics).
+        for variable, value in zip(state.buffers, buffers, strict=True):
+            variable.assign(value)
+        return loss, tape.gradient(loss, watched)
+
+    def _predicted_parameters(self, mode: str, rate) -> list[tf.Tensor]:
+        """The read x less η·m·u_v[i] for every other worker v and every variable i that v
+        writes in ``mode``: the momentum part of the updates expected to land before this
+        step's write (the gradient part is unknown). Reads of other workers' buffers are
+        lock-free, as the parameter reads are."""
+        state = self.state
+        point = [p.read_value() for p in state.parameters]
+        for other, momenta in enumerate(state.momentum_sets):
+            if other == self.worker or state.momentum == 0:
+                continue
+            writes = range(len(point)) if mode == "assm" else state.blocks[other]
+            for i in writes:
+                step = tf.cast(rate, point[i].dtype) * state.momentum
+                point[i] = point[i] - step * momenta[i].read_value()
+        return point
