@@ -34,9 +34,9 @@ input of worker w is ``async_experiment.train_dataset_fn(...)(w)``, exactly the 
   (ASSM ↔ PASSM), which separates the switch from the method.
 
 ``--weight-prediction=on`` (or ``both``: off, then on) runs the concurrent variants with the
-backend's ``weight_prediction`` (``delayed_predicted``'s rule in the threads: a worker's gradient
-at its read less the other workers' next momentum step, on what each writes); the other
-variants run once, without (``delayed_predicted`` is theirs). Its runs are headlined as
+backend's ``weight_prediction`` (a worker's gradient at its read less its own momentum's next
+step, on what it writes; `trainers.passm.steps`); the other variants run once, without
+(``delayed_predicted`` is theirs). Its runs are headlined as
 ``<variant>_predicted``.
 
 ``--momentum`` sets every variant's momentum (default the config's 0.9): with a gradient one

@@ -1,8 +1,9 @@
 """Weight prediction in the shared-memory backend (``passm.weight_prediction``, issue 32).
 
 One step of worker 0 of two, with both momentum sets filled with known values, against the update
-computed by hand: the gradient at the read (off), or at the read less η·m·u_1 on what worker 1
-writes (every variable in ASSM, only block 1 in PASSM). Then the option's validation.
+computed by hand: the gradient at the read (off), or at the read less η·m·u_0, worker 0's own
+buffer, on what worker 0 writes (every variable in ASSM, only block 0 in PASSM); worker 1's
+buffer plays no part. Then the option's validation.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def _gradient(probe: keras.Model, weights, features, labels) -> list[np.ndarray]
 
 @pytest.mark.parametrize("predict", [False, True], ids=["at_read", "predicted"])
 @pytest.mark.parametrize("mode", ["assm", "passm"])
-def test_a_step_takes_its_gradient_where_the_other_worker_s_momentum_will_move_it(mode, predict):
+def test_a_step_takes_its_gradient_one_step_of_its_own_momentum_ahead(mode, predict):
     model, probe = _model(), _model()
     state = TrainingState(model, BLOCKS, MOMENTUM, num_momentum_sets=2)
     rng = np.random.default_rng(0)
@@ -58,14 +59,13 @@ def test_a_step_takes_its_gradient_where_the_other_worker_s_momentum_will_move_i
     data = tf.data.Dataset.from_tensors((features, labels)).repeat()
     steps.function(mode)(iter(data), tf.constant(RATE), tf.constant(1))
 
-    # Worker 1 writes every variable in ASSM and block 1 in PASSM; only those are predicted.
-    moved_by_other = range(4) if mode == "assm" else BLOCKS[1]
+    # Worker 0 writes every variable in ASSM and block 0 in PASSM; only those are predicted.
+    written = range(4) if mode == "assm" else BLOCKS[0]
     point = [
-        w - RATE * MOMENTUM * u if predict and i in moved_by_other else w
-        for i, (w, u) in enumerate(zip(read, other, strict=True))
+        w - RATE * MOMENTUM * u if predict and i in written else w
+        for i, (w, u) in enumerate(zip(read, own, strict=True))
     ]
     gradients = _gradient(probe, point, features, labels)
-    written = range(4) if mode == "assm" else BLOCKS[0]
     weights = model.get_weights()
     for i, (got, x, u, g) in enumerate(zip(weights, read, own, gradients, strict=True)):
         want = x - RATE * (MOMENTUM * u + g) if i in written else x
@@ -78,7 +78,8 @@ def test_a_step_takes_its_gradient_where_the_other_worker_s_momentum_will_move_i
         assert not np.allclose(at_read[written[0]], gradients[written[0]])
 
 
-def test_one_worker_has_nothing_to_predict():
+def test_one_worker_predicts_its_own_next_step():
+    # c = 1: nothing lands in between; the step is Nesterov's (gradient one momentum step ahead).
     model, probe = _model(), _model()
     state = TrainingState(model, [range(4)], MOMENTUM, num_momentum_sets=1)
     for momentum in state.momentum_sets[0]:
@@ -90,7 +91,8 @@ def test_one_worker_has_nothing_to_predict():
     )
     data = tf.data.Dataset.from_tensors((features, labels)).repeat()
     steps.function("assm")(iter(data), tf.constant(RATE), tf.constant(1))
-    gradients = _gradient(probe, read, features, labels)
+    ahead = [w - RATE * MOMENTUM * 1.0 for w in read]
+    gradients = _gradient(probe, ahead, features, labels)
     for got, x, g in zip(model.get_weights(), read, gradients, strict=True):
         np.testing.assert_allclose(got, x - RATE * (MOMENTUM + g), rtol=1e-5, atol=1e-6)
 

@@ -78,8 +78,8 @@ def default_section() -> ml_collections.ConfigDict:
     # Steps per scheduled closure (parameter server) or per compiled call of a worker thread
     # (shared memory): amortises dispatch; fewer balance the end of a phase better.
     section.steps_per_call = 10
-    # Shared memory: each worker takes its gradient at its read less the other workers' next
-    # momentum step (weight prediction; docs/studies/async_partitioned.md), not at the read.
+    # Shared memory: each worker takes its gradient at its read less its own momentum's next
+    # step (weight prediction; docs/studies/async_partitioned.md), not at the read.
     section.weight_prediction = False
     # The generated data set (pipelines.sources.generated): "mnist1d" | "generated_images".
     section.dataset = "mnist1d"

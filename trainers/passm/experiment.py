@@ -137,7 +137,7 @@ def _check_weight_prediction(config, backend: str) -> None:
     if predict and backend != "shared_memory":
         raise ValueError(
             f"config.passm.weight_prediction=True applies to the shared-memory backend only "
-            f"(its workers read one another's momentum), and this run trains on {backend!r}; "
+            f"(its workers' momentum is per worker), and this run trains on {backend!r}; "
             "drop --config.passm.weight_prediction, or train on one host with "
             "--config.passm.backend=shared_memory."
         )

@@ -71,9 +71,9 @@ class SharedMemoryTrainer(PhasedTrainer):
       momentum: heavy-ball momentum m in [0, 1); each worker keeps its own buffers.
       steps_per_call: steps a worker runs per compiled call (one graph, GIL released); more
         amortise Python's dispatch, fewer balance the last steps of a phase better.
-      weight_prediction: each worker takes its gradient at its read less the other workers'
-        next momentum step, the updates expected to land before its write (`WorkerSteps`);
-        False (the paper's rule) takes it at the read.
+      weight_prediction: each worker takes its gradient at its read less its own momentum's
+        next step, on what it writes (`trainers.passm.steps`); False (the paper's rule) takes
+        it at the read.
 
     Raises:
       ValueError: a count or the momentum out of range, a non-bool ``weight_prediction``, or a

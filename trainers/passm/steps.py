@@ -25,16 +25,18 @@ Update rules (paper Algorithm 1 with heavy-ball momentum u ← m·u + g, x ← x
   + ``tape.watch``; inside ``tf.function`` the rest of the backward pass is never built) and
   writes block w without a lock; it is block w's only writer.
 
-Weight prediction (``weight_prediction=True``; SpecTrain, Chen et al. 2018): a step's gradient
-is stale by the updates the other workers write between its read and its write (about one each;
-`benchmarks/async_staleness_ablation.py` finds that one stale update under momentum 0.9 costs
-~13 points, and this remedy recovers most of it). So the gradient is taken not at the read x but
-where the momentum of those updates will have moved it, x − η·m·Σ_{v≠w} u_v, u_v worker v's
-buffer, each on what v writes in the mode: every variable in ASSM; in PASSM only v's block, so
-worker w's own block (which only w writes, so it does not move before w's write) is not
-predicted. This is the ablation's ``delayed_predicted`` rule (u of the update in between, not the
-reader's own u: in PASSM the reader's own buffer foretells only its own block). The forward pass
-runs at those values with ``keras.Model.stateless_call``; the shared variables are not touched.
+Weight prediction (``weight_prediction=True``; after SpecTrain, Chen et al. 2018): a step's
+gradient is about one update stale (`benchmarks/async_staleness_ablation.py`: one stale update
+under momentum 0.9 costs ~13 points). So worker w takes it not at its read x but one step of
+its own momentum further, x − η·m·u_w, on what w writes (every variable in ASSM, its block in
+PASSM). At c = 2 in ASSM, u_w stands for the momentum of the update that lands in between (the
+other worker's is statistically the same); it is also Nesterov's look-ahead for w's own next
+update. The ablation's literal rule, the other workers' buffers (x − η·m·Σ_{v≠w} u_v on what
+each writes), was measured first and did worse (ASSM −7.3 points vs sequential, PASSM −29.7
+against −13.3 without prediction; docs/studies/async_partitioned.md has both). In PASSM only
+w's own block is predicted (w is its only writer); the other blocks are read as they are. The
+forward pass runs at those values with ``keras.Model.stateless_call``; the shared variables
+are not touched.
 
 A call runs ``num_steps`` steps in one graph (``tf.range`` loop): Python is off the hot path and
 the GIL is released for the whole call, so c workers' calls run at the same time. Each step
@@ -65,8 +67,8 @@ class WorkerSteps:
       meter: the shared `UpdateMeter`.
       worker: w in [0, c); PASSM writes block w, momentum set w is the worker's own.
       lock: the ``tf.CriticalSection`` every worker's ASSM writes go through.
-      weight_prediction: take each gradient at the read less the other workers' next momentum
-        step (see the module doc); False takes it at the read, as the paper does.
+      weight_prediction: take each gradient at the read less this worker's next momentum step
+        (see the module doc); False takes it at the read, as the paper does.
     """
 
     def __init__(
@@ -186,17 +188,16 @@ class WorkerSteps:
         return loss, tape.gradient(loss, watched)
 
     def _predicted_parameters(self, mode: str, rate) -> list[tf.Tensor]:
-        """The read x less η·m·u_v[i] for every other worker v and every variable i that v
-        writes in ``mode``: the momentum part of the updates expected to land before this
-        step's write (the gradient part is unknown). Reads of other workers' buffers are
-        lock-free, as the parameter reads are."""
+        """The read x less η·m·u_w on every variable worker w writes in ``mode`` (u_w its own
+        buffer, which only w writes): its momentum's next step, the part of the coming updates
+        known at the read (their gradients are not)."""
         state = self.state
         point = [p.read_value() for p in state.parameters]
-        for other, momenta in enumerate(state.momentum_sets):
-            if other == self.worker or state.momentum == 0:
-                continue
-            writes = range(len(point)) if mode == "assm" else state.blocks[other]
-            for i in writes:
-                step = tf.cast(rate, point[i].dtype) * state.momentum
-                point[i] = point[i] - step * momenta[i].read_value()
+        if state.momentum == 0:
+            return point
+        momenta = state.momentum_sets[self.worker]
+        writes = range(len(point)) if mode == "assm" else state.blocks[self.worker]
+        for i in writes:
+            step = tf.cast(rate, point[i].dtype) * state.momentum
+            point[i] = point[i] - step * momenta[i].read_value()
         return point
