@@ -33,11 +33,13 @@ input of worker w is ``async_experiment.train_dataset_fn(...)(w)``, exactly the 
 - ``concurrent_passm_plus_reset``: the same, every momentum buffer zeroed at each phase switch
   (ASSM ↔ PASSM), which separates the switch from the method.
 
-``--weight-prediction=on`` (or ``both``: off, then on) runs the concurrent variants with the
-backend's ``weight_prediction`` (a worker's gradient at its read less its own momentum's next
-step, on what it writes; `trainers.passm.steps`); the other variants run once, without
-(``delayed_predicted`` is theirs). Its runs are headlined as
-``<variant>_predicted``.
+``--weight-prediction=on`` (or ``both``: off, then on) runs the concurrent variants, and
+``sequential`` and ``round_robin`` (the same steps), with the backend's ``weight_prediction``
+(a worker's gradient at its read less its own momentum's next step, on what it writes;
+`trainers.passm.steps`); with staleness 0 that is Nesterov's momentum, the control for what
+the look-ahead gains without staleness. The delayed variants run once, without
+(``delayed_predicted`` is theirs). Runs with it are headlined as ``<variant>_predicted``,
+against ``sequential`` without.
 
 ``--momentum`` sets every variant's momentum (default the config's 0.9): with a gradient one
 update stale, heavy-ball momentum is stable only for an effective step η/(1 − m) below ~1/h, so
@@ -76,7 +78,8 @@ VARIANTS = (
     "concurrent_passm_plus_reset",
 )
 # Headline labels: every variant, and each concurrent one with weight prediction.
-LABELS = VARIANTS + tuple(f"{v}_predicted" for v in VARIANTS if v.startswith("concurrent"))
+PREDICTABLE = tuple(v for v in VARIANTS if not v.startswith("delayed"))
+LABELS = VARIANTS + tuple(f"{v}_predicted" for v in PREDICTABLE)
 FULL = {"num_steps": 1600, "rates": [0.02, 0.05], "seeds": [0, 1], "workers": 2}
 QUICK = {"num_steps": 40, "rates": [0.05], "seeds": [0], "workers": 2}
 
@@ -145,7 +148,9 @@ def delayed_step(model, shadow, state, momentum_set: int, *, prediction=0.0, dc_
     return tf.function(step)
 
 
-def train_sequential(setup: dict, variant: str, rate: float, seed: int) -> dict:
+def train_sequential(
+    setup: dict, variant: str, rate: float, seed: int, predict: bool = False
+) -> dict:
     """``sequential``, ``round_robin``, ``delayed(_shared, _predicted)``: one thread, one update
     at a time."""
     import keras
@@ -181,7 +186,10 @@ def train_sequential(setup: dict, variant: str, rate: float, seed: int) -> dict:
         ]
     else:
         meter, lock = UpdateMeter(workers), tf.CriticalSection()
-        steps = [WorkerSteps(model, state, meter, worker=w, lock=lock) for w in range(workers)]
+        steps = [
+            WorkerSteps(model, state, meter, worker=w, lock=lock, weight_prediction=predict)
+            for w in range(workers)
+        ]
         compiled, one = [s.function("assm") for s in steps], tf.constant(1)
         functions = [(lambda it, r, f=f: f(it, r, one)) for f in compiled]
     for step in range(config.num_steps):
@@ -260,11 +268,10 @@ def train_concurrent(
 
 def run(setup: dict, variant: str, rate: float, seed: int, predict: bool = False) -> dict:
     began = time.perf_counter()
-    if variant.startswith("concurrent"):
-        result = train_concurrent(setup, variant, rate, seed, predict)
+    train = train_concurrent if variant.startswith("concurrent") else train_sequential
+    result = train(setup, variant, rate, seed, predict)
+    if variant in PREDICTABLE:
         result["weight_prediction"] = predict
-    else:
-        result = train_sequential(setup, variant, rate, seed)
     momentum = _config(setup, seed).momentum
     remedies = {key: setup[key] for key in ("warmup_fraction", "dc_lambda") if key in setup}
     return {"variant": variant, "momentum": momentum, **remedies, "rate": rate, "seed": seed,
@@ -346,7 +353,7 @@ def main(argv: list[str] | None = None) -> None:
         setup["weight_prediction"] = args.weight_prediction
     runs = []
     for variant in variants:
-        for predict in predictions if variant.startswith("concurrent") else [False]:
+        for predict in predictions if variant in PREDICTABLE else [False]:
             for rate in setup["rates"]:
                 for seed in setup["seeds"]:
                     runs.append(run(setup, variant, rate, seed, predict))

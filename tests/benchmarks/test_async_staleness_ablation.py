@@ -102,21 +102,22 @@ def test_remedies_the_backend_lacks_are_refused_for_concurrent_variants(load_ben
         )
 
 
-def test_weight_prediction_both_headlines_each_concurrent_variant_twice(load_benchmark, tmp_path):
+def test_weight_prediction_both_headlines_each_variant_twice(load_benchmark, tmp_path):
     path = tmp_path / "prediction.json"
     load_benchmark("async_staleness_ablation").main(
         ["--quick", "--variants", "sequential,concurrent_assm", "--weight-prediction", "both",
          "--output", str(path)]
     )  # fmt: skip
     result = json.loads(path.read_text())
-    runs = {(r["variant"], r.get("weight_prediction")): r for r in result["runs"]}
-    # sequential is the reference and runs once; the concurrent variant off, then on.
-    assert set(runs) == {
-        ("sequential", None), ("concurrent_assm", False), ("concurrent_assm", True)
-    }  # fmt: skip
-    headline, reference = result["headline"], runs["sequential", None]["final_accuracy"]
-    for key, predict in (("concurrent_assm", False), ("concurrent_assm_predicted", True)):
-        gap = 100 * (runs["concurrent_assm", predict]["final_accuracy"] - reference)
-        assert headline[f"{key}_gap_points_c2"] == pytest.approx(gap)
+    runs = {(r["variant"], r["weight_prediction"]): r for r in result["runs"]}
+    # Each off, then on; sequential without it is the reference of every gap.
+    assert set(runs) == {(v, p) for v in ("sequential", "concurrent_assm") for p in (False, True)}
+    headline, reference = result["headline"], runs["sequential", False]["final_accuracy"]
+    assert headline["sequential_accuracy"] == pytest.approx(reference)
+    for variant, predict in runs:
+        key = variant + ("_predicted" if predict else "")
+        if key != "sequential":
+            gap = 100 * (runs[variant, predict]["final_accuracy"] - reference)
+            assert headline[f"{key}_gap_points_c2"] == pytest.approx(gap)
     assert headline["concurrent_passm_predicted_gap_points_c2"] is None  # not run
     assert result["settings"]["weight_prediction"] == "both"
