@@ -138,6 +138,26 @@ class RunInterrupted(KeyboardInterrupt):
         self.step, self.checkpoint = step, checkpoint
 
 
+class TrainingDiverged(RuntimeError):
+    """The training loss became NaN or infinite; the run stopped without saving that state."""
+
+
+def _check_finite(loss: float | None, step: int, last_checkpoint: str | None) -> None:
+    if loss is None or math.isfinite(loss):
+        return
+    kept = (
+        f"The diverged state was not saved; the last checkpoint, {last_checkpoint}, is from "
+        "before it (a run in this workdir resumes there)."
+        if last_checkpoint
+        else "Nothing was saved."
+    )
+    raise TrainingDiverged(
+        f"the training loss is {loss} in the steps up to {step}: training diverged. Lower the "
+        "learning rate (--config.learning_rate; or lengthen --config.warmup_steps), or check "
+        f"the data for NaN or infinite values. {kept}"
+    )
+
+
 class Controller:
     """Drives an ``InnerLoop`` to ``schedule.num_steps`` (see the module docstring)."""
 
@@ -275,6 +295,9 @@ class Controller:
         echo_factor = math.prod(t.echo_factor() for t in self.techniques)
         self._consumed += (boundary - step) * schedule.batch_size / echo_factor
         result = self.trainer.train(boundary - step)
+        # Stop at a NaN/inf loss, before the loop's state is evaluated, written or saved.
+        last = self.manager.latest_checkpoint if self.manager is not None else None
+        _check_finite(result.get("train_loss"), boundary, last)
         self.clock.seconds.assign_add(result.pop("loop_seconds"))
         self._finished = self._run_done()
         step = _current_step(self.trainer)

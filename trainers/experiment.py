@@ -72,7 +72,7 @@ from trainers import (
     strategies,
     workdir_lock,
 )
-from trainers.controller import RunInterrupted
+from trainers.controller import RunInterrupted, TrainingDiverged
 from trainers.diagnosis import diagnose, format_diagnosis
 from trainers.inputs import padded_to_full_batches
 from trainers.run_config import default_config, resolve_config
@@ -80,6 +80,7 @@ from trainers.summary import format_summary, make_summary
 
 __all__ = [
     "RunInterrupted",
+    "TrainingDiverged",
     "default_config",
     "diagnose",
     "evaluate",

@@ -303,8 +303,13 @@ def _run_resumably(config, workdir: str) -> None:
             file=sys.stderr,
         )
         sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
-    except (checkpointing.CheckpointSaveError, workdir_lock.WorkdirInUseError) as error:
-        # One line: what failed and what is intact, or which run holds the workdir.
+    except (
+        checkpointing.CheckpointSaveError,
+        workdir_lock.WorkdirInUseError,
+        experiment.TrainingDiverged,
+    ) as error:
+        # One line: what failed and what is intact, which run holds the workdir, or why the
+        # loss diverged.
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
 

@@ -169,3 +169,19 @@ def test_a_run_that_generates_its_data_trains_as_one_that_finds_it_cached(
     assert cached["eval_loss"] == generated["eval_loss"]
     # Each run opens the data set once for its train, eval and timing pipelines.
     assert len(loads) == 2
+
+
+def test_a_diverging_run_stops_at_the_first_nan_loss_and_saves_nothing(
+    tmp_path, data_dir, load_config
+):
+    config = load_config("mnist1d", "smoke")
+    config.data.data_dir = data_dir
+    config.num_steps, config.learning_rate, config.checkpoint_every_steps = 40, 1e30, 10
+    with pytest.raises(
+        experiment.TrainingDiverged,
+        match=r"the training loss is (nan|-?inf) in the steps up to 10: training diverged\. Lower the "
+        r"learning rate \(--config\.learning_rate.*Nothing was saved\.",
+    ):
+        experiment.run(config, str(tmp_path))
+    assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")) is None
+    assert not os.path.exists(tmp_path / "model.keras")
