@@ -114,6 +114,9 @@ class RunClock(tf.Module):
         self.target_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="target_step")
         self.target_seconds = tf.Variable(-1.0, dtype=tf.float64, trainable=False)
         self.target_fresh = tf.Variable(-1, dtype=tf.int64, trainable=False)
+        # Fresh examples behind the steps so far (-1: unknown, a checkpoint from before it):
+        # saved, because the echo factor a resumed run starts with may not be the one before.
+        self.fresh_trained = tf.Variable(-1.0, dtype=tf.float64, trainable=False)
 
     def reached(self) -> bool:
         return int(self.target_step.numpy()) >= 0
@@ -247,9 +250,11 @@ class Controller:
 
     def _run(self) -> tuple[int, dict[str, float]]:
         step = _current_step(self.trainer)
-        # A resumed run: the steps before it (at today's echo factor; exact for a static one).
-        echo_factor = math.prod(t.echo_factor() for t in self.techniques)
-        self._consumed = self._consumed_at_eval = step * self.schedule.batch_size / echo_factor
+        consumed = float(self.clock.fresh_trained.numpy())
+        if consumed < 0:  # a checkpoint without the count: the steps at today's echo factor
+            echo_factor = math.prod(t.echo_factor() for t in self.techniques)
+            consumed = step * self.schedule.batch_size / echo_factor
+        self._consumed = self._consumed_at_eval = consumed
         self._finished = self._run_done()
         evaluation = {}
         progress = tqdm.tqdm(
@@ -299,6 +304,7 @@ class Controller:
         last = self.manager.latest_checkpoint if self.manager is not None else None
         _check_finite(result.get("train_loss"), boundary, last)
         self.clock.seconds.assign_add(result.pop("loop_seconds"))
+        self.clock.fresh_trained.assign(self._consumed)
         self._finished = self._run_done()
         step = _current_step(self.trainer)
         scalars = {**result, **_pipeline_counts(self.counts), **self._trained_counts(step)}

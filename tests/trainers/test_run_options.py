@@ -81,6 +81,19 @@ def test_the_summary_counts_what_training_consumed_not_the_read_ahead(
     assert summary["fresh_examples"] > fresh
 
 
+def test_a_run_resumed_with_another_echo_factor_keeps_counting_its_fresh_examples(
+    load_config, data_dir, tmp_path
+):
+    config = _smoke_config(load_config, data_dir)
+    config.num_steps, config.echo, config.checkpoint_every_steps = 20, 2.0, 10
+    experiment.run(config, str(tmp_path))
+    config.num_steps, config.echo = 30, 4.0  # 20 steps behind 320 fresh, then 10 behind 80
+    summary = experiment.run(config, str(tmp_path))
+    fresh = [row["fresh_examples_trained"] for row in metrics_writer.read_metrics(str(tmp_path))]
+    assert fresh == [160, 320, 400]  # not 20 steps x 32 / 4 = 160 at the resume
+    assert summary["fresh_examples_trained"] == 400 and summary["echo_ratio"] == 960 / 400
+
+
 def test_records_read_in_python_train_and_checkpoint_without_the_iterator(
     load_config, data_dir, tmp_path, capsys
 ):
