@@ -4,6 +4,7 @@ r"""Where asynchronous accuracy goes: staleness without threads, threads, and PA
     python benchmarks/async_staleness_ablation.py --quick  # seconds (tested)
     python benchmarks/async_staleness_ablation.py --variants=delayed,concurrent_assm
     python benchmarks/async_staleness_ablation.py --momentum=0 --rates=0.1,0.2,0.5  # low momentum
+    python benchmarks/async_staleness_ablation.py --async-updates-factor=2  # c x the updates
     python benchmarks/async_staleness_ablation.py --variants=sequential,delayed,delayed_predicted \
         --rates=0.005,0.01,0.02,0.03,0.05,0.1 \
         --output=benchmarks/results/async_staleness_ablation_remedies.json  # remedies
@@ -40,6 +41,11 @@ input of worker w is ``async_experiment.train_dataset_fn(...)(w)``, exactly the 
 the look-ahead gains without staleness. The delayed variants run once, without
 (``delayed_predicted`` is theirs). Runs with it are headlined as ``<variant>_predicted``,
 against ``sequential`` without.
+
+``--async-updates-factor`` k runs the concurrent variants for k × ``num_steps`` updates in all:
+with k = c each worker makes as many updates as ``sequential`` does, and each PASSM block gets as
+many (only its worker writes it), which is what c workers do in the wall time of one if the
+device runs them side by side at the speed of one.
 
 ``--momentum`` sets every variant's momentum (default the config's 0.9): with a gradient one
 update stale, heavy-ball momentum is stable only for an effective step η/(1 − m) below ~1/h, so
@@ -268,14 +274,19 @@ def train_concurrent(
 
 def run(setup: dict, variant: str, rate: float, seed: int, predict: bool = False) -> dict:
     began = time.perf_counter()
-    train = train_concurrent if variant.startswith("concurrent") else train_sequential
+    concurrent = variant.startswith("concurrent")
+    if concurrent and setup.get("async_updates_factor", 1) != 1:
+        # The c workers' updates in all: each PASSM block gets 1/c of them (its worker's).
+        setup = {**setup, "num_steps": round(setup["num_steps"] * setup["async_updates_factor"])}
+    train = train_concurrent if concurrent else train_sequential
     result = train(setup, variant, rate, seed, predict)
     if variant in PREDICTABLE:
         result["weight_prediction"] = predict
     momentum = _config(setup, seed).momentum
     remedies = {key: setup[key] for key in ("warmup_fraction", "dc_lambda") if key in setup}
     return {"variant": variant, "momentum": momentum, **remedies, "rate": rate, "seed": seed,
-            **result, "seconds": time.perf_counter() - began}  # fmt: skip
+            "updates": setup["num_steps"], **result,
+            "seconds": time.perf_counter() - began}  # fmt: skip
 
 
 def _label(run: dict) -> str:
@@ -321,6 +332,11 @@ def main(argv: list[str] | None = None) -> None:
         default="off",
         help="the concurrent variants with the backend's weight prediction (both: off, then on)",
     )
+    parser.add_argument(
+        "--async-updates-factor",
+        type=float,
+        help="the concurrent variants run this many times num_steps updates in all (default 1)",
+    )
     parser.add_argument("--output", help="JSON path (default results/async_staleness_ablation)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -338,6 +354,8 @@ def main(argv: list[str] | None = None) -> None:
         setup["warmup_fraction"] = args.warmup_fraction
     if args.dc_lambda is not None:
         setup["dc_lambda"] = args.dc_lambda
+    if args.async_updates_factor is not None:
+        setup["async_updates_factor"] = args.async_updates_factor
     variants = args.variants.split(",") if args.variants else list(VARIANTS)
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:

@@ -121,3 +121,17 @@ def test_weight_prediction_both_headlines_each_variant_twice(load_benchmark, tmp
             assert headline[f"{key}_gap_points_c2"] == pytest.approx(gap)
     assert headline["concurrent_passm_predicted_gap_points_c2"] is None  # not run
     assert result["settings"]["weight_prediction"] == "both"
+
+
+def test_the_updates_factor_lengthens_only_the_concurrent_variants(load_benchmark, tmp_path):
+    path = tmp_path / "twice.json"
+    load_benchmark("async_staleness_ablation").main(
+        ["--quick", "--variants", "sequential,concurrent_passm", "--async-updates-factor", "2",
+         "--output", str(path)]
+    )  # fmt: skip
+    result = json.loads(path.read_text())
+    updates = {run["variant"]: run["updates"] for run in result["runs"]}
+    assert updates == {"sequential": 40, "concurrent_passm": 80}  # quick: 40 updates
+    worker_updates = next(r for r in result["runs"] if r["variant"] == "concurrent_passm")
+    assert sum(worker_updates["worker_updates"]) == 80
+    assert result["settings"]["async_updates_factor"] == 2.0
