@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from echoing import Assistant, AssistantLearner
+from echoing.techniques import AssistantTechnique, ExamplesById, Feedback
 
 
 def _batch(rng, size=64, width=4, num_classes=3):
@@ -324,3 +325,117 @@ def test_train_every_k_trains_on_every_kth_fed_back_batch(asynchronous):
     stats = learner.stats()
     assert (stats["pushed_batches"], stats["skipped_batches"]) == (4, 6)
     assert stats["trained_examples"] == 4
+
+
+def _feed(learner, rng, steps, first_step=0):
+    for step in range(first_step, first_step + steps):
+        batch, losses = _batch(rng, size=16)
+        # Losses that move T: a resumed learner starting T again at 0 would label differently.
+        learner.feedback(batch, losses * (1 + step), step=step)
+    learner.wait_until_idle()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_restored_learner_continues_its_threshold_and_counters(asynchronous, tmp_path):
+    # Issue 33: a resumed run restarted T at 0, assist_pushed_batches from 0 and the accuracy
+    # from no batches. The checkpointed state continues each exactly as one unbroken learner.
+    def learner():
+        return AssistantLearner(
+            Assistant(3, input_shape=(4,)),
+            asynchronous=asynchronous,
+            queue_size=100,
+            max_batches_per_step=1,
+            train_every=2,
+        )
+
+    unbroken, first = learner(), learner()
+    _feed(unbroken, np.random.default_rng(0), 7)
+    _feed(first, np.random.default_rng(0), 7)
+    path = tf.train.Checkpoint(learner=first.checkpoint_state).write(str(tmp_path / "ckpt"))
+    first.close()
+    saved = first.stats()
+    assert saved["threshold"] > 0 and saved["pushed_batches"] == 4
+
+    resumed = learner()
+    tf.train.Checkpoint(learner=resumed.checkpoint_state).read(path).assert_consumed()
+    assert resumed.stats() == saved
+    rng_unbroken, rng_resumed = np.random.default_rng(1), np.random.default_rng(1)
+    _feed(unbroken, rng_unbroken, 5, first_step=7)
+    _feed(resumed, rng_resumed, 5, first_step=7)
+    after, expected = resumed.stats(), unbroken.stats()
+    # train_every's phase continues too: of batches 7..11, 8 and 10 are trained on, as without
+    # the restore (a count restarted at 0 would take 7, 9 and 11).
+    for key in (
+        "pushed_batches",
+        "skipped_batches",
+        "trained_batches",
+        "trained_examples",
+        "queue_drops",
+        "nonfinite_losses",
+    ):
+        assert after[key] == expected[key], key
+    assert after["pushed_batches"] == 6 and after["skipped_batches"] == 6
+    assert after["threshold"] == pytest.approx(expected["threshold"])
+    # Accuracy still counts the batches trained before the checkpoint (window of 50).
+    assert after["trained_examples"] == 6 * 16
+    unbroken.close()
+    resumed.close()
+
+
+def test_a_restored_learner_adds_its_queue_drops_to_the_checkpointed_ones(tmp_path):
+    first = AssistantLearner(Assistant(2, input_shape=(1,)), queue_size=1)
+    first._worker._drops = 3  # as if three feedback batches had found the queue full
+    path = tf.train.Checkpoint(learner=first.checkpoint_state).write(str(tmp_path / "ckpt"))
+    resumed = AssistantLearner(Assistant(2, input_shape=(1,)), queue_size=1)
+    tf.train.Checkpoint(learner=resumed.checkpoint_state).read(path).assert_consumed()
+    assert resumed.stats()["queue_drops"] == 3
+    resumed._worker._drops = 2
+    assert resumed.stats()["queue_drops"] == 5
+    first.close()
+    resumed.close()
+
+
+def test_an_unreadable_learner_state_names_the_learner():
+    learner = AssistantLearner(Assistant(2, input_shape=(1,)))
+    with pytest.raises(ValueError, match="AssistantLearner's checkpointed state cannot be read"):
+        learner.checkpoint_state.deserialize(b'{"version": 99}')
+    learner.close()
+
+
+def test_the_assistant_technique_checkpoints_the_learner_beside_the_assistant(tmp_path):
+    def technique():
+        examples = ExamplesById(
+            {
+                "inputs": np.random.default_rng(0).random((32, 4), np.float32),
+                "label": np.arange(32) % 2,
+            },
+            num_classes=2,
+            input_shape=(4,),
+        )
+        return AssistantTechnique(examples, base_prob=0.3, seed=0, asynchronous=False)
+
+    def observe(tech, step):
+        ids = tf.reshape(tf.range(8, dtype=tf.int64) + 8 * (step % 4), [1, 8])
+        losses = tf.reshape(tf.range(8, dtype=tf.float32) * (step + 1), [1, 8])
+        tech.observe(
+            Feedback(
+                ids=ids, losses=losses, step=step, steps=1, seconds=0.0, input_wait_seconds=0.0
+            )
+        )
+
+    first = technique()
+    for step in range(3):
+        observe(first, step)
+    checkpointed = first.checkpointed()
+    # The existing keys stay, so earlier checkpoints still restore the Assistant and its slots.
+    assert set(checkpointed) == {"assistant", "assistant_optimizer", "assistant_learner"}
+    path = tf.train.Checkpoint(**checkpointed).write(str(tmp_path / "ckpt"))
+    resumed = technique()
+    tf.train.Checkpoint(**resumed.checkpointed()).read(path).assert_consumed()
+    assert resumed.learner.stats() == first.learner.stats()
+    observe(first, 3)
+    observe(resumed, 3)
+    assert resumed.scalars()["assist_pushed_batches"] == 4
+    assert resumed.learner.stats()["threshold"] == pytest.approx(first.learner.stats()["threshold"])
+    first.close()
+    resumed.close()

@@ -53,3 +53,31 @@ def test_assist_filters_trains_the_assistant_and_checkpoints_it(
     assert assistant_values
     if not asynchronous:
         assert any(abs(value).sum() > 0 for value in assistant_values)
+
+
+def test_a_resumed_assist_run_continues_the_learners_counters_and_threshold(
+    load_config, data_dir, tmp_path
+):
+    # Issue 33: only the Assistant and its optimizer were checkpointed; a resumed run logged
+    # assist_pushed_batches 1, 1, 2, ... and an accuracy of 0.0 over no batches.
+    def run(num_steps):
+        config = load_config("mnist1d", "assist=1,smoke")
+        config.assist_asynchronous = False  # every loop trains before its row is written
+        config.data.data_dir = data_dir
+        config.progress_bar, config.timing_steps = False, 0
+        config.num_steps = num_steps
+        experiment.run(config, str(tmp_path))
+
+    run(10)
+    (first,) = [
+        r for r in metrics_writer.read_metrics(str(tmp_path)) if "assist_pushed_batches" in r
+    ]
+    assert first["step"] == 10 and first["assist_pushed_batches"] == 1
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{tmp_path}/checkpoints"))
+    assert any(name.startswith("assistant_learner/") for name in reader.get_variable_to_shape_map())
+    run(30)
+    rows = [r for r in metrics_writer.read_metrics(str(tmp_path)) if "assist_pushed_batches" in r]
+    assert [r["step"] for r in rows] == [10, 20, 30]
+    assert [r["assist_pushed_batches"] for r in rows] == [1, 2, 3]
+    assert [r["assist_trained_batches"] for r in rows] == [1, 2, 3]
+    assert all(0.0 < r["assistant_accuracy"] <= 1.0 for r in rows)

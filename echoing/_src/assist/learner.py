@@ -28,7 +28,9 @@ This module is the Boss-facing front; each job behind it has its own module:
 * ``threshold``: T, by default the paper code's running mean of recent Boss losses;
 * ``example_tables``: the training set by id, for :meth:`AssistantLearner.feedback_ids`;
 * ``training``: the labelling and the optimizer step;
-* ``feedback_checks`` and ``learner_stats``: what is refused at once, and what is counted.
+* ``feedback_checks`` and ``learner_stats``: what is refused at once, and what is counted;
+* ``learner_state``: T and the counts as one checkpointable object,
+  :attr:`AssistantLearner.checkpoint_state`, so a resumed run continues them.
 
 Errors raised in the thread are re-raised in the Boss's thread on the next ``feedback``/``push``
 or ``close``.
@@ -47,6 +49,7 @@ import tensorflow as tf
 from echoing._src.assist.assistant import labels_of, select_features
 from echoing._src.assist.example_tables import ExampleTables
 from echoing._src.assist.feedback_checks import check_shapes, integer_labels
+from echoing._src.assist.learner_state import LearnerState
 from echoing._src.assist.learner_stats import LearnerStats
 from echoing._src.assist.options import LearnerOptions
 from echoing._src.assist.threshold import LossThreshold
@@ -72,6 +75,11 @@ class AssistantLearner(ClosesOnExit):
         ``threshold_decay``, ``optimizer``, ``queue_size``, ``features``, ``label_key``,
         ``asynchronous``, ``max_batches_per_step``, ``examples``, ``train_every``; see there),
         e.g. ``AssistantLearner(assistant, queue_size=16)``. Not both.
+
+    To resume, checkpoint ``assistant``, ``optimizer`` and ``checkpoint_state`` (T and the
+    counts of :meth:`stats`), e.g. ``tf.train.Checkpoint(assistant=..., assistant_optimizer=
+    learner.optimizer, assistant_learner=learner.checkpoint_state)``, as the Assistant technique
+    does.
     """
 
     threshold = _option("threshold")
@@ -115,6 +123,11 @@ class AssistantLearner(ClosesOnExit):
             max_items_per_call=self.options.max_batches_per_step,
             name="assistant_learner",
             describe_failure=_describe_failure,
+        )
+        # Checkpoint it beside the Assistant and ``optimizer``: a resumed run then continues
+        # T and every count of stats() (see learner_state).
+        self.checkpoint_state = LearnerState(
+            self._stats, self._trainer.threshold, lambda: self._worker.drops
         )
 
     @property

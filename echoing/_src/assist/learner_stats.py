@@ -13,7 +13,8 @@ Example::
     assert report["assistant_accuracy"] == 0.75 and report["hard_fraction"] == 0.25
 
 Every count is updated under one lock, so a report taken while the learner's thread trains is
-consistent with itself.
+consistent with itself. ``state()`` and ``restore()`` carry every count (and the batches the
+accuracy is measured over) across a checkpoint, so a resumed run continues them.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class LearnerStats:
         # since the Assistant's early guesses say nothing about how well it scores now.
         self._recent_accuracy: collections.deque = collections.deque(maxlen=_ACCURACY_WINDOW)
         self.last_step: int | None = None
+        # Queue drops of the run before a restore: the worker counts only its own.
+        self._earlier_drops = 0
 
     def offered(self) -> int:
         """Counts one fed-back batch; returns how many came before it (for ``train_every``)."""
@@ -75,10 +78,43 @@ class LearnerStats:
                 "assistant_accuracy": correct / total if total else 0.0,
                 "hard_fraction": self._hard_examples / trained if trained else 0.0,
                 "threshold": threshold,
-                "queue_drops": queue_drops,
+                "queue_drops": self._earlier_drops + queue_drops,
                 "nonfinite_losses": self._nonfinite,
                 "pushed_batches": self._pushed_batches,
                 "skipped_batches": self._offered_batches - self._pushed_batches,
                 "trained_batches": self._trained_batches,
                 "trained_examples": trained,
             }
+
+    def state(self, queue_drops: int) -> dict:
+        """Every count, as JSON-ready values; ``queue_drops``: the worker's count so far."""
+        with self._lock:
+            return {
+                "offered_batches": self._offered_batches,
+                "pushed_batches": self._pushed_batches,
+                "nonfinite_losses": self._nonfinite,
+                "trained_batches": self._trained_batches,
+                "trained_examples": self._trained_examples,
+                "hard_examples": self._hard_examples,
+                "recent_accuracy": [list(pair) for pair in self._recent_accuracy],
+                "last_step": self.last_step,
+                "queue_drops": self._earlier_drops + queue_drops,
+            }
+
+    def restore(self, state: dict, queue_drops: int) -> None:
+        """Continues from ``state(...)`` of earlier statistics; ``queue_drops``: the worker's
+        count now (reported on top of the restored one from here on)."""
+        with self._lock:
+            self._offered_batches = int(state["offered_batches"])
+            self._pushed_batches = int(state["pushed_batches"])
+            self._nonfinite = int(state["nonfinite_losses"])
+            self._trained_batches = int(state["trained_batches"])
+            self._trained_examples = int(state["trained_examples"])
+            self._hard_examples = int(state["hard_examples"])
+            self._recent_accuracy.clear()
+            self._recent_accuracy.extend(
+                (int(correct), int(examples)) for correct, examples in state["recent_accuracy"]
+            )
+            step = state["last_step"]
+            self.last_step = None if step is None else int(step)
+            self._earlier_drops = int(state["queue_drops"]) - queue_drops

@@ -89,7 +89,13 @@ class AssistantTechnique(Technique):
         self.learner.feedback_ids(feedback.ids, feedback.losses, feedback.step)
 
     def checkpointed(self) -> dict[str, object]:
-        return {"assistant": self.assistant, "assistant_optimizer": self.learner.optimizer}
+        # The learner's T and counts too: without them a resumed run restarted T at 0 and its
+        # logged counts (assist_pushed_batches, assistant_accuracy, ...) from nothing.
+        return {
+            "assistant": self.assistant,
+            "assistant_optimizer": self.learner.optimizer,
+            "assistant_learner": self.learner.checkpoint_state,
+        }
 
     def scalars(self) -> dict[str, float]:
         stats = self.learner.stats()

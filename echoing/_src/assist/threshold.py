@@ -15,6 +15,9 @@ over batches with decay 0.75). The paper text leaves T open. A running mean adap
 improves, so roughly the harder part of the current loss distribution is labelled hard all
 through training; a fixed T (``threshold=0.1``) labels almost everything easy once the Boss is
 good. Callers feed it finite losses only, so a NaN never reaches T.
+
+``state()`` and ``restore(state)`` carry the running mean across a checkpoint (see
+``AssistantLearner.checkpoint_state``): a resumed run labels with the T it had, not 0.
 """
 
 from __future__ import annotations
@@ -54,3 +57,17 @@ class LossThreshold:
             if not self._count_average:
                 return 0.0
             return self._loss_sum_average / self._count_average
+
+    def state(self) -> dict[str, float]:
+        """The running mean's two averages (what a resumed run needs to continue T)."""
+        with self._lock:
+            return {
+                "loss_sum_average": self._loss_sum_average,
+                "count_average": self._count_average,
+            }
+
+    def restore(self, state: dict[str, float]) -> None:
+        """Continues from ``state()`` of an earlier threshold (a fixed T ignores it)."""
+        with self._lock:
+            self._loss_sum_average = float(state["loss_sum_average"])
+            self._count_average = float(state["count_average"])
