@@ -220,6 +220,21 @@ def test_labels_outside_num_classes_name_the_label_key_and_num_classes():
         list(filtered)
 
 
+@pytest.mark.parametrize("bad", [-1, 7])
+def test_a_label_outside_num_classes_is_named_with_the_fix(bad):
+    source = _source(16).map(
+        lambda e: {**e, "label": tf.where(e["id"] == 5, tf.constant(bad, tf.int64), e["label"])}
+    )
+    filtered = source.apply(assistant_filter(Assistant(2, input_shape=(4,)), seed=0))
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=rf"assistant_filter got label {bad} in element\[label\]: the labels under "
+        r"element\[label\] must be class ids in \[0, 2\) for an Assistant of num_classes=2; "
+        r"build the Assistant with the number of classes of the task",
+    ):
+        list(filtered)
+
+
 def test_negative_labels_are_refused_in_the_graph():
     source = _source(16).map(lambda e: {**e, "label": e["label"] - 1})
     filtered = source.apply(assistant_filter(Assistant(2, input_shape=(4,)), seed=0))

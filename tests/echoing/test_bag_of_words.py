@@ -26,12 +26,37 @@ def test_counts_scaled_to_unit_length_without_padding():
     [
         (tf.constant([1.0, 2.0]), TypeError, r"int token ids \[n\] or \[B, n\].*float32"),
         (tf.zeros([2, 2, 2], tf.int32), TypeError, r"int token ids .*\(2, 2, 2\)"),
-        (tf.constant([3, VOCAB]), tf.errors.InvalidArgumentError, "token id >= vocab_size=12"),
+        # Known values (eager, constants) are refused at once, naming the id and the fix.
+        (
+            tf.constant([3, VOCAB]),
+            ValueError,
+            r"token id 12 in element\[inputs\]; token ids must be in \[0, vocab_size=12\): "
+            r"build BagOfWords with the vocabulary size of the tokenizer",
+        ),
+        (
+            tf.constant([[3, 4], [-1, 2]]),
+            ValueError,
+            r"token id -1 in element\[inputs\]; token ids must be in \[0, vocab_size=12\).*"
+            r"map ids outside it",
+        ),
     ],
 )
 def test_bad_token_ids_are_clear_errors(ids, error, match):
     with pytest.raises(error, match=match):
         BagOfWords(VOCAB)({"inputs": ids})
+
+
+@pytest.mark.parametrize("bad", [-3, VOCAB + 5])
+def test_token_ids_outside_the_vocabulary_in_a_dataset_name_the_id(bad):
+    # In a Dataset.map the values are known only as it runs: a graph assert names the id (a
+    # negative one used to fail in TF's bincount, "Input 'in' must be non-negative").
+    lines = tf.data.Dataset.from_tensor_slices({"inputs": tf.constant([[2, 3], [4, bad]])})
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=rf"BagOfWords got token id {bad} in element\[inputs\]; token ids must be in "
+        r"\[0, vocab_size=12\)",
+    ):
+        list(lines.map(BagOfWords(VOCAB)))
 
 
 @pytest.mark.parametrize(

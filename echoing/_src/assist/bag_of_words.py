@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from echoing._src.core.checks import is_positive_int
@@ -32,7 +33,9 @@ class BagOfWords:
     """``element -> float32 [vocab_size]`` (or ``[B, vocab_size]`` for a batch of rows).
 
     Args:
-      vocab_size: token ids are in ``[0, vocab_size)``; ids outside are an error.
+      vocab_size: token ids are in ``[0, vocab_size)``; an id outside is an error naming it:
+        a ``ValueError`` when the ids' values are known at once (eager tensors, constants),
+        else an ``InvalidArgumentError`` when the graph (a ``Dataset.map``) reads them.
       key: the element key holding the int token ids, ``[n]`` or padded ``[B, n]``.
       pad_id: the padding token, not counted.
     """
@@ -54,13 +57,9 @@ class BagOfWords:
                 f"BagOfWords reads int token ids [n] or [B, n] from element[{self.key!r}], got "
                 f"{ids.dtype.name} of shape {ids.shape}."
             )
+        checks = self._range_checks(ids)
         ids = tf.cast(ids, tf.int32)
-        check = tf.debugging.assert_less(
-            tf.reduce_max(tf.concat([tf.reshape(ids, [-1]), [0]], axis=0)),
-            self.vocab_size,
-            message=f"BagOfWords got a token id >= vocab_size={self.vocab_size}",
-        )
-        with tf.control_dependencies([check]):
+        with tf.control_dependencies(checks):
             rows = ids if ids.shape.rank == 2 else ids[tf.newaxis]
             counts = tf.math.bincount(
                 rows,
@@ -72,3 +71,33 @@ class BagOfWords:
         counts *= 1.0 - tf.one_hot(self.pad_id, self.vocab_size)
         features = tf.math.l2_normalize(counts, axis=-1)
         return features if ids.shape.rank == 2 else features[0]
+
+    def _range_checks(self, ids: tf.Tensor) -> list:
+        """Refuses a token id outside ``[0, vocab_size)`` (bincount would fail on a negative
+        one with "Input 'in' must be non-negative", naming neither it nor the fix): at once
+        when the values are known, else by a graph assert naming the first such id."""
+        vocab = self.vocab_size
+        fix = (
+            f"token ids must be in [0, vocab_size={vocab}): build BagOfWords with the "
+            "vocabulary size of the tokenizer, and map ids outside it (e.g. a -1 for unknown "
+            "words) to an id of the vocabulary (its unknown-word or padding id) before scoring"
+        )
+        values = tf.get_static_value(ids)
+        if values is not None:
+            outside = np.asarray(values)[(values < 0) | (values >= vocab)]
+            if outside.size:
+                raise ValueError(
+                    f"BagOfWords got token id {outside[0]} in element[{self.key}]; {fix}."
+                )
+            return []
+        wide = tf.reshape(tf.cast(ids, tf.int64), [-1])
+        outside = tf.boolean_mask(wide, (wide < 0) | (wide >= vocab))
+        message = tf.strings.join(
+            [
+                "BagOfWords got token id ",
+                tf.strings.as_string(tf.concat([outside, [0]], axis=0)[0]),
+                # No quotes: TensorFlow's assert message would show them escaped.
+                f" in element[{self.key}]; {fix}",
+            ]
+        )
+        return [tf.debugging.Assert(tf.size(outside) == 0, [message])]

@@ -187,21 +187,26 @@ def _require_feature_shape(assistant, feature_spec: tf.TensorSpec, features) -> 
 
 
 def _label_range_checks(assistant, labels: tf.Tensor, label_key: str | None) -> list:
-    """Graph checks that labels are in ``[0, num_classes)`` of the Assistant (when it has
+    """A graph check that labels are in ``[0, num_classes)`` of the Assistant (when it has
     classes): out of range they would index its per-label bias ("indices[0] = 10 is not in
-    [0, 10)"), naming neither the labels nor num_classes."""
+    [0, 10)"), naming neither the labels nor num_classes. Its message names the first label
+    outside, the key and num_classes (the values are only known as the dataset runs)."""
     num_classes = getattr(assistant, "num_classes", None)
     if label_key is None or not isinstance(num_classes, int):
         return []
-    message = (
-        f"assistant_filter: the labels under {label_key!r} must be class ids in "
-        f"[0, {num_classes}) for an Assistant of num_classes={num_classes}; build the Assistant "
-        "with the task's number of classes, or pass label_key= the key of the class labels"
+    outside = tf.boolean_mask(labels, (labels < 0) | (labels >= num_classes))
+    message = tf.strings.join(
+        [
+            "assistant_filter got label ",
+            tf.strings.as_string(tf.concat([outside, tf.zeros([1], labels.dtype)], axis=0)[0]),
+            # No quotes: TensorFlow's assert message would show them escaped.
+            f" in element[{label_key}]: the labels under element[{label_key}] must be class ids in "
+            f"[0, {num_classes}) for an Assistant of num_classes={num_classes}; build the "
+            "Assistant with the number of classes of the task (echoing.Assistant(num_classes=the "
+            "largest label + 1, ...)), or pass label_key= the key of the class labels",
+        ]
     )
-    return [
-        tf.debugging.assert_non_negative(labels, message=message),
-        tf.debugging.assert_less(labels, tf.cast(num_classes, labels.dtype), message=message),
-    ]
+    return [tf.debugging.Assert(tf.size(outside) == 0, [message])]
 
 
 def _require_examples(spec, label_key: str) -> None:
