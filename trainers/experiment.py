@@ -70,6 +70,7 @@ from trainers import (
     inputs,
     metrics_writer,
     strategies,
+    workdir_config,
     workdir_lock,
 )
 from trainers.controller import RunInterrupted, TrainingDiverged
@@ -139,6 +140,7 @@ def run(
 
 def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
     _check_data(config)
+    changed = workdir_config.changes(config, workdir)
     user_stages = technique_modules.Stages(insertions)
     counts, read_stats = echo_meters.EchoMeters(), []
     trainer = build.build_trainer(
@@ -148,9 +150,12 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
     print(build.headline(config, techniques, workdir), file=sys.stderr)
     clock = controller.RunClock()
     read_in_python = any(split == "train" for split, _ in read_stats)
-    manager = checkpointing.run_manager(
-        config, workdir, trainer, techniques, counts, clock, train_read_in_python=read_in_python
-    )
+    try:
+        manager = checkpointing.run_manager(
+            config, workdir, trainer, techniques, counts, clock, train_read_in_python=read_in_python
+        )
+    except ValueError as error:  # the checkpoints do not fit: name the fields that changed
+        raise ValueError(f"{error} {workdir_config.explain(changed)}".strip()) from None
     # Rows past the restored step (written before a kill) are dropped: no step is logged twice.
     start = int(trainer.step.numpy())
     with (
@@ -162,7 +167,17 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
             cleanup.enter_context(technique)
         # Ctrl-C saves a checkpoint of the step reached and raises RunInterrupted.
         outer = _outer_loop(config, trainer, counts, clock, manager, writer)
-        step, evaluation = outer.run()
+        try:
+            step, evaluation = outer.run()
+        except tf.errors.InvalidArgumentError as error:
+            if not (start and changed):
+                raise
+            # E.g. another batch size: the restored iterator's batches no longer fit the step.
+            reason = error.message.strip().splitlines()[0][:300]
+            raise ValueError(
+                f"the run resumed at step {start} failed: {reason}. "
+                + workdir_config.explain(changed)
+            ) from None
     # A finished run restarted: evaluate the restored model for the summary.
     evaluation = evaluation or trainer.evaluate()
     exported = _export(config, trainer.model, workdir)

@@ -179,9 +179,25 @@ def test_a_diverging_run_stops_at_the_first_nan_loss_and_saves_nothing(
     config.num_steps, config.learning_rate, config.checkpoint_every_steps = 40, 1e30, 10
     with pytest.raises(
         experiment.TrainingDiverged,
-        match=r"the training loss is (nan|-?inf) in the steps up to 10: training diverged\. Lower the "
-        r"learning rate \(--config\.learning_rate.*Nothing was saved\.",
+        match=r"the training loss is (nan|-?inf) in the steps up to 10: training diverged\. "
+        r"Lower the learning rate \(--config\.learning_rate.*Nothing was saved\.",
     ):
         experiment.run(config, str(tmp_path))
     assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")) is None
     assert not os.path.exists(tmp_path / "model.keras")
+
+
+def test_a_resume_that_cannot_fit_names_the_fields_that_changed(tmp_path, data_dir, load_config):
+    config = load_config("mnist1d", "smoke")
+    config.data.data_dir = data_dir
+    config.num_steps, config.checkpoint_every_steps, config.timing_steps = 10, 10, 0
+    experiment.run(config, str(tmp_path))
+    assert os.path.exists(tmp_path / "config.json")  # what the run started with
+    config.num_steps, config.data.batch_size = 20, 16  # the saved iterator holds batches of 32
+    with pytest.raises(
+        ValueError,
+        match=r"the run resumed at step 10 failed: .*This config differs from the one the "
+        r"workdir's run started with \(config\.json\) in data\.batch_size: 32 -> 16, "
+        r"num_steps: 10 -> 20: resume with those values, or use a fresh --workdir\.",
+    ):
+        experiment.run(config, str(tmp_path))
