@@ -32,6 +32,7 @@ def changes(config, workdir: str) -> list[str]:
     current = _flat(json.loads(config.to_json_best_effort()))
     if not tf.io.gfile.exists(path):
         if tf.train.latest_checkpoint(os.path.join(workdir, "checkpoints")) is None:
+            tf.io.gfile.makedirs(workdir)
             temporary = path + ".unfinished"
             with tf.io.gfile.GFile(temporary, "w") as file:
                 file.write(json.dumps(current, indent=1, sort_keys=True))
