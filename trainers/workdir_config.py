@@ -7,7 +7,7 @@ Example::
     config = run_config.default_config()
     workdir_config.changes(config, "/tmp/run")  # []: the first run writes /tmp/run/config.json
     config.data.batch_size = 16
-    print(workdir_config.changes(config, "/tmp/run"))  # ['data.batch_size: 64 -> 16']
+    print(workdir_config.changes(config, "/tmp/run"))  # ['data.batch_size: 128 -> 16']
 
 A resumed run may change some fields (``num_steps``, the echo factor) and not others (the batch
 size, a technique's stages: the checkpointed input iterator no longer fits). TensorFlow's errors
