@@ -272,18 +272,30 @@ class Controller:
                 evaluation = evaluated or evaluation
                 interrupts.raise_if_requested()  # a signal's stop, where row and step agree
         if self._finished and step < self.schedule.num_steps:
-            reasons = [
-                t.run_end_reason
-                for t in self.techniques
-                if t.progress() is not None and float(t.progress()) >= 1.0
-            ]
-            print(
-                f"The run ended at step {step} of num_steps={self.schedule.num_steps}: "
-                + "; ".join(reasons or ["a technique's progress reached 1"])
-                + ".",
-                file=sys.stderr,
-            )
+            print(self._why_it_ended(step), file=sys.stderr)
         return step, evaluation
+
+    def _why_it_ended(self, step: int) -> str:
+        """Why a technique's progress ended the run before ``num_steps``, and what the input
+        pipeline read that training never took (progress counts what the pipeline read)."""
+        reasons = [
+            t.run_end_reason
+            for t in self.techniques
+            if t.progress() is not None and float(t.progress()) >= 1.0
+        ]
+        line = (
+            f"The run ended at step {step} of num_steps={self.schedule.num_steps}: "
+            + "; ".join(reasons or ["a technique's progress reached 1"])
+            + "."
+        )
+        unused = _pipeline_counts(self.counts).get("fresh_examples", 0) - self.fresh_trained()
+        if unused > 0:
+            line += (
+                f" The input pipeline read {unused:.0f} examples that training did not take "
+                "(what its shuffle and echo buffers held at the end, and what a filter "
+                "dropped): buffers smaller than an epoch train on more of the last one."
+            )
+        return line
 
     def _loop(self, step: int, progress: tqdm.tqdm) -> tuple[int, dict[str, float]]:
         """One inner loop and what follows it; returns the new step and any evaluation."""
