@@ -190,3 +190,12 @@ def test_a_model_of_two_outputs_needs_a_loss_per_output_in_compile():
     model = echoing.keras.LossFeedback(two, per_example_loss=_per_example_loss(), observers=[])
     with pytest.raises(ValueError, match=r"the wrapped model has 2 outputs, and compile\(\) wi"):
         model.compile("sgd")
+
+
+def test_saving_the_wrapper_names_the_model_to_save(tmp_path):
+    model = _loss_feedback()
+    path = str(tmp_path / "net.keras")
+    with pytest.raises(TypeError, match=r"wrapper .* model\.model\.save\('.*net\.keras'\)"):
+        model.save(path)
+    model.model.save(path)  # what the message says works
+    assert keras.models.load_model(path).count_params() == model.model.count_params()

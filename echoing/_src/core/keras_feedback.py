@@ -58,6 +58,14 @@ class _PerExampleLossModel(keras.Model):
             loss = _MeanLoss(self.per_example_loss, type(self).__name__)
         super().compile(optimizer, loss, *args, **kwargs)
 
+    def save(self, filepath, *args, **kwargs):
+        """Refused: the wrapper only trains; save the model it wraps (``model.model.save``)."""
+        raise TypeError(
+            f"{type(self).__name__} is a training wrapper and is not saved itself; save the "
+            f"model it wraps, which holds every trained weight: model.model.save({filepath!r}) "
+            "(keras.models.load_model then loads it without echoing)."
+        )
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if y is None:  # at trace time, instead of Keras's "None values not supported"
             _require_labels(self, x, y, "fit" if training else "evaluate")
