@@ -3,6 +3,7 @@ trains by priority sampling."""
 
 import contextlib
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 import echoing
+from echoing._src.echo.auto_echo import has_stage
 
 N, BATCH = 96, 16
 
@@ -308,16 +310,20 @@ def test_more_steps_per_execution_than_stamps_kept_is_refused_with_the_fix():
 
 def test_stamp_records_in_the_step_not_in_an_injected_buffer_ahead_of_it():
     callback = echoing.keras.AutoEchoCallback(echoing.AutoEcho())
-    stamped = tf.data.Dataset.range(3).map(lambda i: (i, i)).apply(callback.stamp)
+    stamped = tf.data.Dataset.range(6).batch(2).map(lambda i: (i, i)).apply(callback.stamp)
     assert stamped.options().experimental_optimization.inject_prefetch is False
-    assert stamped.element_spec == (tf.TensorSpec([], tf.int64),) * 2
-    assert [tuple(map(int, e)) for e in stamped] == [(0, 0), (1, 1), (2, 2)]
+    assert stamped.element_spec == (tf.TensorSpec([None], tf.int64),) * 2
+    assert [e[0].numpy().tolist() for e in stamped] == [[0, 1], [2, 3], [4, 5]]
 
 
-def _fit_small(callback, stamped, epochs=2):
+def _fit_small(callback, stamped, epochs=2, echo=None):
+    """A small fit; ``echo`` is the echo stage (default: the callback's AutoEcho's), or False."""
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile("sgd", "mse")
-    data = tf.data.Dataset.from_tensors((tf.zeros([2]), tf.zeros([1]))).repeat(8).batch(2)
+    data = tf.data.Dataset.from_tensors((tf.zeros([2]), tf.zeros([1]))).repeat(8)
+    if echo is not False:
+        data = data.apply(echo or callback.auto_echo.echo(buffer_size=8, seed=0))
+    data = data.batch(2)
     if stamped:
         data = data.apply(callback.stamp)
     return model.fit(data, epochs=epochs, callbacks=[callback], verbose=0)
@@ -341,7 +347,150 @@ def test_auto_echo_with_stamp_does_not_warn():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _fit_small(callback, stamped=True)
-    assert not [w for w in caught if "callback.stamp" in str(w.message)]
+    assert not [w for w in caught if "AutoEchoCallback" in str(w.message)]
+
+
+NO_ECHO = (
+    r"fit trained on stamped batches, but the echo stage of the callback's AutoEcho never ran in "
+    r"the data fit consumed .*so nothing was echoed.*Apply auto\.echo\(\) of the same AutoEcho "
+    r"that the callback was given \(callback\.auto_echo\) before batch\(\)"
+)
+
+
+@pytest.mark.parametrize("epochs", [1, 3])
+@pytest.mark.parametrize(
+    "echo",
+    [
+        False,
+        lambda: echoing.AutoEcho(initial_factor=2).echo(buffer_size=8),
+        lambda: echoing.echo(2.0, buffer_size=8),
+    ],
+    ids=["no echo", "another AutoEcho's echo", "a fixed echo"],
+)
+def test_auto_echo_whose_echo_stage_never_ran_warns_once_with_the_fix(echo, epochs):
+    # Issue 33: the callback reported the factor it moved ([8.0, 8.0] on the README's slow
+    # pipeline) while no stage of the pipeline read it.
+    callback = echoing.keras.AutoEchoCallback(echoing.AutoEcho())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _fit_small(callback, stamped=True, epochs=epochs, echo=echo and echo())
+    no_echo = [w for w in caught if "never ran" in str(w.message)]
+    assert len(no_echo) == 1, [str(w.message) for w in caught]  # once per fit
+    assert re.search(NO_ECHO, str(no_echo[0].message))
+    assert not [w for w in caught if "no batch was stamped" in str(w.message)]
+    # Every fit is checked on its own: one on the callback's own stage does not warn, and a
+    # later fit without it warns again.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="AutoEchoCallback")  # not Keras's own
+        _fit_small(callback, stamped=True, epochs=epochs)
+    with pytest.warns(UserWarning, match=NO_ECHO):
+        _fit_small(callback, stamped=True, epochs=epochs, echo=echo and echo())
+
+
+def test_has_stage_finds_the_controllers_own_stage_and_answers_unknown_where_one_may_hide():
+    auto, other = echoing.AutoEcho(), echoing.AutoEcho()
+    batches = tf.data.Dataset.range(8).batch(4)
+    assert has_stage(batches.apply(auto.echo()).prefetch(2), auto) is True
+    assert has_stage(batches.apply(other.echo()).prefetch(2), auto) is False
+    assert has_stage(batches.unbatch().apply(auto.echo()).shuffle(8).batch(4), auto) is True
+    assert has_stage(batches.apply(echoing.echo(2.0)), auto) is False
+    files = tf.data.Dataset.range(2).interleave(lambda i: tf.data.Dataset.range(i, i + 4))
+    assert has_stage(files.apply(auto.echo()).batch(4), auto) is True  # after the interleave
+    assert has_stage(files.batch(4), auto) is False  # its function captures no dataset
+    # A function that captures a dataset may hold a stage that no walk reaches: unknown.
+    echoed = batches.apply(auto.echo())
+    assert has_stage(tf.data.Dataset.range(1).flat_map(lambda _: echoed), auto) is None
+    assert has_stage(tf.data.Dataset.range(1).flat_map(lambda _: batches), auto) is None
+    # So is every pipeline of a controller with a stage built inside a function.
+    hidden = echoing.AutoEcho()
+    files.interleave(lambda i: tf.data.Dataset.from_tensors([i]).apply(hidden.echo()))
+    assert has_stage(batches, hidden) is None
+
+
+def test_a_stage_that_stamp_cannot_see_is_not_warned_about():
+    callback = echoing.keras.AutoEchoCallback(echoing.AutoEcho())
+    echoed = (
+        tf.data.Dataset.from_tensors((tf.zeros([2]), tf.zeros([1])))
+        .repeat(8)
+        .apply(callback.auto_echo.echo(buffer_size=8))
+        .batch(2)
+    )
+    hidden = tf.data.Dataset.range(1).flat_map(lambda _: echoed)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="AutoEchoCallback")
+        model.fit(hidden.apply(callback.stamp), epochs=1, callbacks=[callback], verbose=0)
+
+
+def _examples():
+    x = np.zeros([16, 2], "float32")
+    return tf.data.Dataset.from_tensor_slices((x, np.zeros([16, 1], "float32")))
+
+
+NOT_BATCHES = (
+    r"AutoEchoCallback\.stamp must be applied to batches, but these elements are not batched "
+    r"\({}.*Apply the stamp after batch\(\), as the pipeline's last stage: "
+    r"train = examples\.batch\(64\)\.prefetch\(2\)\.apply\(callback\.stamp\)"
+)
+
+
+@pytest.mark.parametrize(
+    ("build", "why"),
+    [
+        # Issue 33: echo_factor [1.24, 2.75] against [7.6, 8.0] with the stamp after batch().
+        (
+            lambda auto: _examples().batch(4).unbatch().apply(auto.echo()).shuffle(64),
+            r"no batch\(\) is in force before it",
+        ),
+        (lambda auto: _examples().batch(4).unbatch().prefetch(2), r"no batch\(\) is in force"),
+        (lambda auto: tf.data.Dataset.range(8).apply(auto.echo()), "it has a scalar component"),
+        (
+            lambda auto: tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]] * 4, [0, 1, 0, 1])),
+            "it has a scalar component",
+        ),
+    ],
+    ids=["unbatch-echo-shuffle", "unbatched", "scalars", "examples with a scalar label"],
+)
+def test_stamp_refuses_elements_that_are_not_batches_naming_the_fix(build, why):
+    auto = echoing.AutoEcho()
+    callback = echoing.keras.AutoEchoCallback(auto)
+    with pytest.raises(ValueError, match=NOT_BATCHES.format(why)):
+        build(auto).apply(callback.stamp)
+
+
+def test_stamp_warns_when_it_cannot_tell_whether_elements_are_batches():
+    # A flat_map hides the stages, and one component of shape [3] may be an example or a batch.
+    examples = tf.data.Dataset.range(8).flat_map(lambda i: tf.data.Dataset.from_tensors([i] * 3))
+    callback = echoing.keras.AutoEchoCallback(echoing.AutoEcho())
+    with pytest.warns(
+        UserWarning,
+        match=r"AutoEchoCallback\.stamp cannot tell whether these elements are batches.*If they "
+        r"are examples, apply the stamp after batch\(\), as the pipeline's last stage",
+    ):
+        examples.apply(callback.stamp)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda auto: _examples().apply(auto.echo()).shuffle(64).batch(4).prefetch(2),
+        lambda auto: _examples().batch(4, drop_remainder=True).apply(auto.echo()),
+        lambda auto: _examples().batch(4).unbatch().batch(4).map(lambda x, y: (x, y)),
+        lambda auto: tf.data.Dataset.from_tensor_slices(  # pre-batched: the spec says so
+            (np.zeros([3, 4, 2], "float32"), np.zeros([3, 4], "int64"))
+        ),
+        lambda auto: tf.data.Dataset.range(8).flat_map(  # an unknown leading dimension
+            lambda i: tf.data.Dataset.from_tensors(tf.fill([i % 3 + 1], i))
+        ),
+    ],
+    ids=["batch last", "batch echoing", "rebatched", "pre-batched slices", "flat_map of [None]"],
+)
+def test_stamp_accepts_batches_silently(build):
+    callback = echoing.keras.AutoEchoCallback(echoing.AutoEcho())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build(callback.auto_echo).apply(callback.stamp)
 
 
 def _mirrored_check():

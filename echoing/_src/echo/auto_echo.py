@@ -38,13 +38,19 @@ just under R.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import weakref
 
 import tensorflow as tf
 
+from echoing._src.core import dataset_graph
 from echoing._src.core.checks import in_interval, is_positive_int, is_real
 from echoing._src.core.types import DatasetTransformation
 from echoing._src.echo.echo import MAX_FACTOR, echo
+
+# The attribute AutoEcho.echo sets on the dataset it returns: a weak reference to the controller.
+_STAGE_ATTRIBUTE = "_echoing_auto_echo_stage"
 
 
 class AutoEcho(tf.Module):
@@ -92,12 +98,28 @@ class AutoEcho(tf.Module):
         # Exponentially forgotten sums over the window: seconds, seconds waited, steps run, and
         # fresh batches those steps consumed (steps / factor).
         self._time = self._wait = self._steps = self._fresh = 0.0
+        # Whether a stage was built inside a function (interleave's, flat_map's), where a walk
+        # of the pipeline's stages (has_stage) cannot see it.
+        self._stage_in_function = False
 
     def echo(
         self, *, buffer_size: int | None = None, seed: int | None = None
     ) -> DatasetTransformation:
         """The echo stage reading this controller's factor live."""
-        return echo(self.factor, buffer_size=buffer_size, seed=seed, name="auto_echo")
+        stage = echo(self.factor, buffer_size=buffer_size, seed=seed, name="auto_echo")
+        controller = weakref.ref(self)
+
+        def apply(dataset: tf.data.Dataset) -> tf.data.Dataset:
+            echoed = stage(dataset)
+            if tf.inside_function():
+                self._stage_in_function = True
+            # So that AutoEchoCallback.stamp can tell whether the pipeline it receives has this
+            # controller's stage (has_stage); a dataset that refuses attributes is not read.
+            with contextlib.suppress(Exception):
+                setattr(echoed, _STAGE_ATTRIBUTE, controller)
+            return echoed
+
+        return apply
 
     def observe(self, *, seconds: float, input_wait_seconds: float, steps: int) -> float:
         """Adds one measurement to the window, updates the factor and returns it.
@@ -137,6 +159,39 @@ class AutoEcho(tf.Module):
         factor = min(max(factor, 1.0), self.max_factor)
         self.factor.assign(factor)
         return factor
+
+
+def has_stage(dataset: tf.data.Dataset, auto_echo: AutoEcho) -> bool | None:
+    """Whether ``dataset``'s stages include an echo stage of ``auto_echo`` (its ``echo()``).
+
+    ``None`` (unknown) when the walk fails, or when a stage could hide one: a function that
+    captures a dataset (``flat_map(lambda _: echoed)``), or a stage of ``auto_echo`` built inside
+    a function (an ``interleave``'s), which no walk of ``Dataset._inputs()`` reaches.
+    """
+    try:
+        hidden = auto_echo._stage_in_function
+        pending, seen = [dataset], set()
+        while pending:
+            node = pending.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if len(seen) > dataset_graph._MAX_STAGES:
+                return None
+            controller = getattr(node, _STAGE_ATTRIBUTE, None)
+            if controller is not None and controller() is auto_echo:
+                return True
+            echo_stage = getattr(node, dataset_graph._ECHO_ATTRIBUTE, None)
+            if echo_stage is not None:  # an echo stage: its input, not its internal stages
+                pending.append(echo_stage[0])
+                continue
+            for function in node._functions():
+                captured = function.function.captured_inputs
+                hidden = hidden or any(tensor.dtype == tf.variant for tensor in captured)
+            pending.extend(node._inputs())
+        return None if hidden else False
+    except Exception:
+        return None
 
 
 def _check_range(argument: str, value, low: float, high: float, fix: str) -> None:

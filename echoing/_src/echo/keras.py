@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from echoing._src.core import dataset_graph, fit_timing
 from echoing._src.core.checks import is_positive_int, is_real
-from echoing._src.echo.auto_echo import AutoEcho
+from echoing._src.echo.auto_echo import AutoEcho, has_stage
 
 
 class AutoEchoCallback(keras.callbacks.Callback):
@@ -43,6 +43,11 @@ class AutoEchoCallback(keras.callbacks.Callback):
     comes (``History`` always runs last). A fit whose first
     epoch (or whole run, if shorter) ran train steps but stamped no batch warns, once per fit,
     that ``stamp`` is missing: without it nothing is observed and the factor stays where it is.
+    One that trained on stamped batches whose pipeline has no echo stage of ``auto_echo`` (built
+    without ``auto.echo()``, or with another ``AutoEcho``'s; ``stamp`` reads the stages it
+    receives, and counts the batches of such a pipeline) warns, once per fit, that the factor it
+    reports echoes nothing. ``stamp`` refuses elements that are not batches (applied before
+    ``batch()``, it would time examples as steps).
 
     For factors above 2 or 3, echo examples rather than batches where the pipeline allows it
     (``unbatch()``, the echo stage, a ``shuffle`` and ``batch()`` again): copies of an example
@@ -71,6 +76,9 @@ class AutoEchoCallback(keras.callbacks.Callback):
         self.observations = 0  # calls timed
         self._fit_calls = 0  # calls of fit's train function in this fit
         self._stamped_before_fit = 0  # the stamps' count when this fit began
+        with tf.device("/cpu:0"):  # batches stamped from a pipeline without auto_echo's stage
+            self._unechoed = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self._unechoed_before_fit = 0
         self._stamp_checked = False  # whether this fit's stamps were checked (warned once)
 
     def stamp(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
@@ -78,13 +86,31 @@ class AutoEchoCallback(keras.callbacks.Callback):
 
         Warns (``UserWarning``) when an echo stage without ``buffer_size`` feeds ``batch()`` in
         ``dataset`` with no shuffle between (``echoing._src.core.dataset_graph``).
+
+        Raises:
+          ValueError: ``dataset``'s elements are not batches (an ``unbatch()`` or no batching
+            stage before it, or a scalar component): each step takes a batch, so stamps of
+            examples would time the steps wrong. Where its stages cannot be read (a
+            ``flat_map``, a source) and its element spec does not look batched either, it
+            warns instead.
         """
+        _check_stamps_batches(dataset)
         dataset_graph.warn_if_echo_feeds_batch(
             dataset,
             fix="Shuffle the copies apart: auto.echo(buffer_size=1024) (echo(e, buffer_size=...)"
             "), or .shuffle(1024) between echo and batch(); or echo after batch() (batch echoing).",
             stacklevel=3,  # the caller of stamp (Dataset.apply or the user)
         )
+        if has_stage(dataset, self.auto_echo) is False:
+            # Counted per batch, where fit takes it, so that a fit on it warns (_check_stamped).
+            unechoed = self._unechoed
+
+            def count(*element):
+                with tf.control_dependencies([unechoed.assign_add(1)]):
+                    element = tf.nest.map_structure(tf.identity, element)
+                return element if len(element) > 1 else element[0]
+
+            dataset = dataset.map(count, name="without_auto_echo")
         return self._stamps.stamp(dataset)
 
     def on_train_begin(self, logs=None):
@@ -92,6 +118,7 @@ class AutoEchoCallback(keras.callbacks.Callback):
         self._calls.clear()
         self._fit_calls, self._stamp_checked = 0, False
         self._stamped_before_fit = self._stamps.count
+        self._unechoed_before_fit = int(self._unechoed.numpy())
         steps = int(getattr(self.model, "steps_per_execution", 1) or 1)
         if steps > self._stamps.capacity:
             raise ValueError(
@@ -122,11 +149,27 @@ class AutoEchoCallback(keras.callbacks.Callback):
         self._check_stamped()
 
     def _check_stamped(self) -> None:
-        """Warns (once per fit) when fit ran train steps but no batch passed ``stamp``."""
+        """Warns (once per fit) when fit ran train steps but no batch passed ``stamp``, or
+        stamped batches came from a pipeline without an echo stage of ``auto_echo``."""
         if self._stamp_checked or not self._fit_calls:
             return
         self._stamp_checked = True
-        if self._stamps.count == self._stamped_before_fit:
+        stamped = self._stamps.count - self._stamped_before_fit
+        if stamped and int(self._unechoed.numpy()) > self._unechoed_before_fit:
+            # The controller saw the waits and moved its factor, but no stage reads it here.
+            warnings.warn(
+                "AutoEchoCallback: fit trained on stamped batches, but the echo stage of the "
+                "callback's AutoEcho never ran in the data fit consumed (its pipeline has no "
+                "auto.echo() of this AutoEcho), so nothing was echoed and the echo_factor it "
+                f"reports ({float(self.auto_echo.factor.numpy()):g}) applies to no batch. Apply "
+                "auto.echo() of the same AutoEcho that the callback was given "
+                "(callback.auto_echo) before batch(), e.g. examples.apply(auto.echo())"
+                ".shuffle(1024).batch(64).prefetch(2), then the stamp last; an echo stage of "
+                "another AutoEcho, or echoing.echo(e), does not read this factor.",
+                UserWarning,
+                stacklevel=2,
+            )
+        if not stamped:
             # A warning, not an error: the training itself is right, only without echo.
             warnings.warn(
                 f"AutoEchoCallback: fit trained ({self._fit_calls} calls of its train function) "
@@ -166,6 +209,37 @@ class AutoEchoCallback(keras.callbacks.Callback):
         self._check_stamped()  # after the first epoch: a long run learns of it early
         if logs is not None:
             logs["echo_factor"] = float(self.auto_echo.factor.numpy())
+
+
+def _check_stamps_batches(dataset) -> None:
+    """Refuses a ``dataset`` whose elements are not batches; warns where that cannot be read."""
+    if not isinstance(dataset, tf.data.Dataset):
+        return  # not a dataset: nothing to read (the stamp itself fails on it, as before)
+    batched = dataset_graph.comes_out_of_batch(dataset)
+    if batched:
+        return
+    specs = tf.nest.flatten(dataset.element_spec)
+    scalar = any(getattr(getattr(spec, "shape", None), "rank", None) == 0 for spec in specs)
+    if batched is False or scalar:
+        why = "it has a scalar component" if scalar else "no batch() is in force before it"
+        raise ValueError(
+            "AutoEchoCallback.stamp must be applied to batches, but these elements are not "
+            f"batched ({why}; element spec {dataset.element_spec}). fit takes one element per "
+            "step, so stamps of examples record when examples were ready, not batches, and "
+            "understate the wait and the echo factor. Apply the stamp after batch(), as the "
+            "pipeline's last stage: train = examples.batch(64).prefetch(2)"
+            ".apply(callback.stamp)."
+        )
+    if not dataset_graph.elements_are_batches(dataset):
+        warnings.warn(
+            "AutoEchoCallback.stamp cannot tell whether these elements are batches (no "
+            "batching stage is visible before it, and the components do not share a leading "
+            f"dimension: element spec {dataset.element_spec}). If they are examples, apply the "
+            "stamp after batch(), as the pipeline's last stage: "
+            "train = examples.batch(64).prefetch(2).apply(callback.stamp).",
+            UserWarning,
+            stacklevel=4,  # the caller of stamp (Dataset.apply or the user)
+        )
 
 
 def _check_callback_arguments(auto_echo, max_steps_per_execution, observe_seconds) -> None:
