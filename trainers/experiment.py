@@ -242,6 +242,12 @@ def _check_data(config: ml_collections.ConfigDict) -> None:
     names = getattr(source, "class_names", ())
     if names:
         print(_image_folder_line(config, source, names), file=sys.stderr)
+    if len(names) == 1:
+        raise ValueError(
+            f"the image folder {config.data.image_dir!r} has one class folder, {names[0]!r}; a "
+            "classifier needs two or more: add a folder of images per class "
+            "(image_dir/<class>/<image>.jpg)."
+        )
     found, batch_size = source.train.num_examples, config.data.batch_size
     if 0 < found < batch_size:  # an empty split has its own error (make_datasets)
         what = "images" if names else "examples"

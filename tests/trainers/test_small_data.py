@@ -170,3 +170,17 @@ def test_the_binary_trains_a_small_folder_with_a_smaller_batch_and_a_scaled_warm
     assert result.stdout.startswith("step 4: eval accuracy")
     with open(tmp_path / "run" / "classes.txt") as file:
         assert file.read() == "cat\ndog\n"
+
+
+def test_a_folder_of_one_class_names_it_and_asks_for_another(folder, tmp_path, load_config):
+    one_class = tmp_path / "one_class"
+    for split in ("train", "test"):
+        shutil.copytree(os.path.join(folder, split, "cat"), one_class / split / "cat")
+    config = load_config("image_folder")
+    config.data.image_dir, config.data.batch_size = str(one_class), 8
+    with pytest.raises(
+        ValueError,
+        match=rf"^the image folder '{one_class}' has one class folder, 'cat'; a classifier needs "
+        r"two or more: add a folder of images per class",
+    ):
+        experiment.run(config, str(tmp_path / "run"))
