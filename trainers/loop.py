@@ -48,6 +48,7 @@ accuracy and loss are per real token.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -308,6 +309,7 @@ class Trainer(tf.Module):
         if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps <= 0:
             raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
         start = time.perf_counter()
+        echo_factor = math.prod(t.echo_factor() for t in self.techniques)  # the loop's rows'
         mean_loss, input_wait, ids, losses = self._train_loop(
             self.iterator, tf.constant(num_steps, tf.int32)
         )
@@ -319,6 +321,7 @@ class Trainer(tf.Module):
             seconds=time.perf_counter() - start,
             input_wait_seconds=float(input_wait),
             traced=not self._traced,
+            echo_factor=echo_factor,
         )
         self._traced = True
         for technique in self.techniques:

@@ -20,7 +20,9 @@ import tensorflow as tf
 
 
 class ProgressIndexed(keras.optimizers.schedules.LearningRateSchedule):
-    """``schedule`` evaluated at ``progress() · num_steps``, whatever the optimizer's step.
+    """``schedule`` evaluated at ``progress() · num_steps``, or at the optimizer's step when
+    that is further: a run ends at the first of its progress and ``num_steps``, and its
+    schedule ends with it either way.
 
     Example::
 
@@ -33,8 +35,9 @@ class ProgressIndexed(keras.optimizers.schedules.LearningRateSchedule):
         self.schedule, self.progress, self.num_steps = schedule, progress, num_steps
 
     def __call__(self, step):
-        del step  # the run's progress, not its step count, says where on the curve it is
-        return self.schedule(tf.cast(self.progress(), tf.float32) * self.num_steps)
+        # The run's progress says where on the curve it is, unless its steps run out first.
+        along = tf.cast(self.progress(), tf.float32) * self.num_steps
+        return self.schedule(tf.maximum(along, tf.cast(step, tf.float32)))
 
     def get_config(self) -> dict:
         return {"schedule": self.schedule.get_config(), "num_steps": self.num_steps}

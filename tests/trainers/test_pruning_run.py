@@ -89,8 +89,17 @@ def test_the_technique_feeds_its_table_and_reports_progress():
     dataset = tf.data.Dataset.from_tensor_slices({"id": tf.range(100, dtype=tf.int64)})
     (insertion,) = technique.stages()
     assert insertion.point == "before_read"  # on ids, or on raw records where the source streams
-    assert len(list(dataset.apply(insertion.transformation))) < 100  # 1 of 7 seen pruned at least
-    assert float(technique.progress()) == pytest.approx(0.5)
+    kept = [int(element["id"]) for element in dataset.apply(insertion.transformation)]
+    assert len(kept) < 100  # 1 of 7 seen pruned at least
+    # Progress is what training took (the epoch read counts for nothing until reported).
+    assert float(technique.progress()) == 0.0
+    half = np.array(kept[: len(kept) // 2])[None]
+    technique.observe(Feedback(half, np.ones_like(half, np.float32), 4, 2, 0.1, 0.0))
+    # The 8 rows above and these: of the first epoch's len(kept), in a run of 2 epochs.
+    assert float(technique.progress()) == pytest.approx(0.5 * (8 + len(kept) // 2) / len(kept))
+    rest = np.array(kept[len(kept) // 2 :] * 2)[None]  # echoed twice: the copies count once
+    technique.observe(Feedback(rest, np.ones_like(rest, np.float32), 6, 2, 0.1, 0.0, False, 2.0))
+    assert float(technique.progress()) == pytest.approx(0.5)  # the first epoch, and no more
 
 
 @pytest.mark.parametrize(
@@ -151,3 +160,16 @@ def test_a_resumed_run_reading_ahead_goes_on_with_its_epoch(load_config, data_di
     experiment.run(config, str(tmp_path))
     epochs = [row["prune_epoch"] for row in metrics_writer.read_metrics(str(tmp_path))]
     assert epochs == sorted(epochs) and epochs[-1] >= 3, epochs
+
+
+@pytest.mark.parametrize("argument", ["smoke,prune=1", "smoke,prune=1,echo=2,buffer=100"])
+def test_a_pruned_run_ends_when_training_took_its_epochs_not_when_they_were_read(
+    load_config, data_dir, tmp_path, argument
+):
+    # prune_ratio 0 keeps every example: two epochs are 2,000 fresh examples. The 1,000-example
+    # shuffle buffer reads an epoch ahead, which used to end the run with 1,600 (echo: 224).
+    config = _prune_config(load_config, data_dir, argument)
+    config.prune_ratio, config.prune_epochs, config.num_steps = 0.0, 2, 200
+    summary = experiment.run(config, str(tmp_path))
+    assert 2_000 <= summary["fresh_examples_trained"] <= 2_000 + 2 * 32  # within a step or two
+    assert summary["step"] < 200

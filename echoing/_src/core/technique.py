@@ -86,6 +86,8 @@ class Feedback:
       input_wait_seconds: the part of it the steps spent blocked on the input iterator.
       traced: True for a process's first loop, whose time includes tracing and compilation
         (it says nothing about input-boundness).
+      echo_factor: the factor the loop's rows were echoed by (the techniques' product at its
+        start): the fresh examples behind the rows are their number over it.
     """
 
     ids: tf.Tensor | None
@@ -95,6 +97,7 @@ class Feedback:
     seconds: float
     input_wait_seconds: float
     traced: bool = False
+    echo_factor: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)

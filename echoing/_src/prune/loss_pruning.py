@@ -52,10 +52,12 @@ import numpy as np
 import tensorflow as tf
 
 from echoing._src.core import meters
-from echoing._src.core.checks import in_interval, is_positive_int, is_real, is_seed, require
+from echoing._src.core.checks import is_positive_int, is_seed, require
 from echoing._src.core.loss_table import LossTable, _host_variable
 from echoing._src.core.sources import random_access_source
+from echoing._src.prune.checks import check_batch_size, check_number
 from echoing._src.prune.stream import StreamPruning
+from echoing._src.prune.trained import TrainedEpochs
 
 # Ids decided per counting map on the by-id path: the count costs one small op per chunk.
 _CHUNK = 256
@@ -114,10 +116,16 @@ class LossPruning(StreamPruning, tf.Module):
         self.epoch_weights = _host_variable(tf.zeros([table.num_examples]), "order_weights")
         self.epoch_size = _host_variable(tf.constant(0, tf.int64), "epoch_size")
         self._epochs_read = _host_variable(tf.constant(0.0, tf.float64), "epochs_read")
+        self.trained = TrainedEpochs(num_epochs)  # the epochs as training took them
 
     def epochs_read(self) -> tf.Tensor:
         """Epochs handed downstream so far, a float64 (2.5: half-way through the third)."""
         return self._epochs_read.read_value()
+
+    def epochs_trained(self) -> float:
+        """Epochs training has taken (``trained.record(ids)`` after each step), a float."""
+        opened = max(int(self.epochs_started.numpy()), int(self.threshold_epoch.numpy()) + 1)
+        return self.trained.epochs(opened)
 
     def epoch(self) -> int:
         """The epoch the next input belongs to."""
@@ -159,7 +167,7 @@ class LossPruning(StreamPruning, tf.Module):
         """
         universe = self._universe(ids)
         if batch_size is not None:
-            _check_batch_size("epoch_ids", batch_size)
+            check_batch_size("epoch_ids", batch_size)
 
         width = batch_size or _CHUNK  # ids per chunk cut from the epoch's order
         chunks_at_most = -(-int(universe.shape[0]) // width)
@@ -201,6 +209,7 @@ class LossPruning(StreamPruning, tf.Module):
         started = [
             self.epoch_kept.assign(tf.maximum(emitted, 1)),
             self.epoch_iteration.assign(iteration),
+            self.trained.plan(epoch, emitted),
             self.epoch_size.assign(count),
             self.epoch_order[:count].assign(tf.gather(kept, order)),
             self.epoch_weights[:count].assign(tf.gather(weights, order)),
@@ -259,7 +268,7 @@ class LossPruning(StreamPruning, tf.Module):
                 f"loss table {self.table.num_examples}; build the table with "
                 f"LossTable({source.num_examples}) so that id i is example i."
             )
-        _check_batch_size("read", batch_size)
+        check_batch_size("read", batch_size)
         # Whole batches of ids from the epoch's order, then one gather per batch and key.
         return self.epoch_ids(ids, batch_size=batch_size, drop_remainder=drop_remainder).map(
             lambda batch: {**source.gather(batch["id"]), **batch}, name=f"{self.name}_read"
@@ -356,8 +365,8 @@ def loss_prune(
     """
     if not isinstance(table, LossTable):
         raise TypeError(f"loss_prune(table={table!r}): expected an echoing.LossTable.")
-    _check_number("prune_ratio", prune_ratio, 0.0, 1.0, "[0, 1)", upper_open=True)
-    _check_number("anneal_fraction", anneal_fraction, 0.0, 1.0, "[0, 1]", upper_open=False)
+    check_number("prune_ratio", prune_ratio, 0.0, 1.0, "[0, 1)", upper_open=True)
+    check_number("anneal_fraction", anneal_fraction, 0.0, 1.0, "[0, 1]", upper_open=False)
     epoch_size_given = examples_per_epoch is not None
     if not epoch_size_given:
         examples_per_epoch = table.num_examples
@@ -382,18 +391,4 @@ def loss_prune(
         group_size=int(group_size),
         name=name,
         epoch_size_given=epoch_size_given,
-    )
-
-
-def _check_batch_size(method: str, batch_size) -> None:
-    if not is_positive_int(batch_size):
-        raise ValueError(f"LossPruning.{method}(batch_size={batch_size!r}): expected an int >= 1.")
-
-
-def _check_number(arg, value, low, high, interval, *, upper_open) -> None:
-    require(
-        is_real(value) and in_interval(value, low, high, high_open=upper_open),
-        f"loss_prune({arg}={value!r}): expected a number in {interval}. prune_ratio is the "
-        "probability of dropping a below-mean example (1 would drop them all); "
-        "anneal_fraction the share of epochs, at the end, on the full data.",
     )

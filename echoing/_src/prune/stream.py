@@ -108,8 +108,10 @@ class StreamPruning:
             draws = tf.gather(self.draws, ids)
         keep, easy = self._keep_rule(epoch, losses, seen, threshold, draws)
         seen_after = self.seen_inputs.variable.assign_add(size)
+        kept_count = tf.reduce_sum(tf.cast(keep, tf.int64))
         updates = [
-            self.kept_inputs.variable.assign_add(tf.reduce_sum(tf.cast(keep, tf.int64))),
+            self.kept_inputs.variable.assign_add(kept_count),
+            self.trained.plan(epoch, kept_count),
             self._epochs_read.assign(
                 tf.cast(seen_after, tf.float64) / float(self.examples_per_epoch)
             ),

@@ -6,16 +6,17 @@ Example::
 
     technique = PruningTechnique(num_examples=1_000, num_epochs=10, prune_ratio=0.5, seed=0)
     (insertion,) = technique.stages()  # ("before_read", "prune", the pruning stage)
-    print(float(technique.progress()))  # 0.0: the fraction of the 10 epochs read so far
+    print(float(technique.progress()))  # 0.0: the fraction of the 10 epochs trained so far
 
 After every inner loop the per-example losses of the rows trained on (``Feedback``) go into the
 ``LossTable``; the stage keeps every example at or above the epoch's mean loss and the rest with
 probability ``1 - prune_ratio`` (weighted ``1 / (1 - prune_ratio)``), and the last
 ``prune_anneal`` of the epochs train on everything. Pruning saves steps per epoch, so the run is
-measured in epochs: ``progress()`` (epochs read / ``num_epochs``) indexes the learning-rate
-schedule and ends the run at 1 (``trainers.controller``), while ``num_steps`` stays the upper
-bound. Config fields: ``prune``, ``prune_ratio``, ``prune_anneal``, ``prune_epochs`` (0: the
-whole epochs ``num_steps`` full batches cover: pruning does the full run's epochs in fewer steps).
+measured in epochs: ``progress()`` (epochs trained / ``num_epochs``, updated after each inner
+loop) indexes the learning-rate schedule and ends the run at 1 (``trainers.controller``), while
+``num_steps`` stays the upper bound. Config fields: ``prune``, ``prune_ratio``,
+``prune_anneal``, ``prune_epochs`` (0: the whole epochs ``num_steps`` full batches cover:
+pruning does the full run's epochs in fewer steps).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import tensorflow as tf
 
 from echoing._src.core import config_checks
 from echoing._src.core.checks import in_interval
-from echoing._src.core.loss_table import LossTable
+from echoing._src.core.loss_table import LossTable, _host_variable
 from echoing._src.core.technique import Context, Feedback, Insertion, Technique
 from echoing._src.prune.loss_pruning import loss_prune
 
@@ -41,8 +42,8 @@ class PruningTechnique(Technique):
     wants_losses = True
     run_end_reason = (
         "pruning measures the run in epochs (prune_epochs; 0: the epochs num_steps full "
-        "batches cover) and has read them all. The examples it prunes, and those a filter "
-        "after it drops (the Assistant), take no steps; set prune_epochs to train longer"
+        "batches cover) and training has taken them all. The examples it prunes take no "
+        "steps; set prune_epochs to train longer"
     )
 
     def __init__(
@@ -65,6 +66,8 @@ class PruningTechnique(Technique):
             examples_per_epoch=max(1, num_examples // num_input_pipelines),
             seed=seed,
         )
+        self._progress = _host_variable(tf.constant(0.0), "prune_progress")
+        self.num_input_pipelines = num_input_pipelines
 
     def stages(self) -> list[Insertion]:
         # The earliest point: on ids before reading where the source reads by id, else on the
@@ -73,17 +76,22 @@ class PruningTechnique(Technique):
 
     def observe(self, feedback: Feedback) -> None:
         self.table.update(feedback.ids, feedback.losses)
+        # The epochs training took, not those the pipeline read ahead of it by its buffers
+        # (a shuffle buffer as large as the data set would end the run an epoch early).
+        # Each input pipeline prunes its shard: the rows of the global batch are its share.
+        self.stage.trained.record(feedback.ids, feedback.echo_factor * self.num_input_pipelines)
+        trained = self.stage.epochs_trained() / self.stage.num_epochs
+        self._progress.assign(min(trained, 1.0))
 
     def progress(self) -> tf.Tensor:
-        # Epochs the stage has handed on (it runs ahead of training by the pipeline's buffers).
-        read = tf.cast(self.stage.epochs_read(), tf.float32)
-        return tf.minimum(read / self.stage.num_epochs, 1.0)
+        # Updated after each inner loop: the learning rate follows it loop by loop.
+        return self._progress.read_value()
 
     def checkpointed(self) -> dict[str, object]:
-        return {"prune": self.stage}
+        return {"prune": self.stage, "prune_progress": self._progress}
 
     def scalars(self) -> dict[str, float]:
-        return self.stage.stats()
+        return {**self.stage.stats(), "prune_epochs_trained": self.stage.epochs_trained()}
 
 
 def default_config(config) -> None:
@@ -136,8 +144,9 @@ def from_config(context: Context) -> PruningTechnique | None:
     if not config.prune:
         return None
     num_examples = context.num_examples()
-    # The whole epochs num_steps full batches cover: what pruning then does in fewer steps.
-    covered = config.num_steps * config.data.batch_size // num_examples
+    # The whole epochs num_steps full batches cover, each fresh example echo times (a fixed
+    # factor; AutoEcho's is not known ahead): what pruning then does in fewer steps.
+    covered = int(config.num_steps * config.data.batch_size / max(1.0, config.echo)) // num_examples
     epochs = config.prune_epochs or max(1, covered)
     return PruningTechnique(
         num_examples,

@@ -1,0 +1,69 @@
+"""Pruning's epochs as training took them, not as the input pipeline read them.
+
+Example::
+
+    import numpy as np
+    import echoing
+
+    table = echoing.LossTable(8)
+    stage = echoing.loss_prune(table, num_epochs=2, seed=0)
+    batches = stage.epoch_ids(batch_size=4).repeat()
+    iterator = iter(batches)
+    for _ in range(3):  # 12 ids: the first epoch (every id: no loss yet) and half the second
+        ids = next(iterator)["id"]
+        stage.trained.record(ids)  # after the step that trained on them
+    print(stage.epochs_read(), stage.epochs_trained())  # ~2.0 read ahead; 1.5 trained
+
+The stage reads ahead of training by the pipeline's buffers (a shuffle buffer as large as the
+data set holds a whole epoch), so its ``epochs_read()`` can reach the run's last epoch while
+training has taken a fraction of it. ``TrainedEpochs`` counts instead the fresh examples
+training reports (rows / echo factor), and ``epochs()`` places that count in the epochs'
+cumulative sizes. An example a filter after the stage drops never counts: a run with the
+Assistant after pruning trains its epochs' worth of kept examples, reading more to do so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from echoing._src.core.loss_table import _host_variable
+
+
+class TrainedEpochs(tf.Module):
+    """The epochs' sizes as a pruning stage decides them, and the examples training took.
+
+    Args:
+      num_epochs: the run's epochs; sizes are kept for those and a few read ahead beyond them.
+    """
+
+    def __init__(self, num_epochs: int):
+        super().__init__(name="trained_epochs")
+        self.count = _host_variable(tf.constant(0.0, tf.float64), "count")  # fresh, trained
+        # Cumulative examples handed out by the end of each epoch (the last slot takes later
+        # epochs, beyond the run).
+        self.ends = _host_variable(tf.zeros([num_epochs + 4], tf.int64), "ends")
+        self.planned = _host_variable(tf.constant(0, tf.int64), "planned")
+
+    def plan(self, epoch: tf.Tensor, examples: tf.Tensor) -> tf.Tensor:
+        """Adds ``examples`` to ``epoch``'s size (graph: when the stage decides them)."""
+        total = self.planned.assign_add(tf.cast(examples, tf.int64))
+        slot = tf.minimum(tf.cast(epoch, tf.int64), self.ends.shape[0] - 1)
+        return self.ends.scatter_update(tf.IndexedSlices(total[None], slot[None]))
+
+    def record(self, ids, echo_factor: float = 1.0) -> None:
+        """Counts the rows ``ids`` training took (any shape) as ``size / echo_factor`` fresh
+        examples: echo's copies of an example count once together."""
+        if not echo_factor > 0:
+            raise ValueError(f"TrainedEpochs.record: echo_factor must be > 0, got {echo_factor!r}.")
+        self.count.assign_add(float(np.size(ids)) / float(echo_factor))
+
+    def epochs(self, opened: int) -> float:
+        """Epochs trained (2.5: half of the third), of the ``opened`` epochs the stage began."""
+        ends = self.ends.numpy()[: max(0, min(opened, self.ends.shape[0]))]
+        trained = float(self.count.numpy())
+        done = int(np.searchsorted(ends, trained, side="right"))
+        if done >= len(ends):
+            return float(len(ends))
+        start = ends[done - 1] if done else 0
+        return done + (trained - start) / max(1, ends[done] - start)
