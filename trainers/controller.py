@@ -277,7 +277,7 @@ class Controller:
 
     def _why_it_ended(self, step: int) -> str:
         """Why a technique's progress ended the run before ``num_steps``, and what the input
-        pipeline read that training never took (progress counts what the pipeline read)."""
+        pipeline read beyond what training took."""
         reasons = [
             t.run_end_reason
             for t in self.techniques
@@ -291,9 +291,8 @@ class Controller:
         unused = _pipeline_counts(self.counts).get("fresh_examples", 0) - self.fresh_trained()
         if unused > 0:
             line += (
-                f" The input pipeline read {unused:.0f} examples that training did not take "
-                "(what its shuffle and echo buffers held at the end, and what a filter "
-                "dropped): buffers smaller than an epoch train on more of the last one."
+                f" The input pipeline read {unused:.0f} examples beyond those training took "
+                "(its buffers' read-ahead past the run's end, and what a filter dropped)."
             )
         return line
 

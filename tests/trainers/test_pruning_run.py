@@ -56,10 +56,10 @@ def test_the_loop_that_ends_a_pruned_run_stops_near_its_epochs(
     prune_config.eval_every_steps = prune_config.checkpoint_every_steps = 160
     long = experiment.run(prune_config, str(tmp_path / "loops_of_50"))["step"]
     # The user is told why the run stopped before num_steps, how to train longer, and what the
-    # pipeline read ahead that was never trained on (its 1,000-example shuffle buffer).
+    # pipeline read beyond the run's end (its 1,000-example shuffle buffer).
     err = capsys.readouterr().err
     assert f"The run ended at step {long} of num_steps=160: pruning measures the run in" in err
-    assert re.search(r"The input pipeline read \d+ examples that training did not take", err)
+    assert re.search(r"The input pipeline read \d+ examples beyond those training took", err)
     # From the second loop on, the last loop is cut at the steps the epochs' rate leaves,
     # instead of running to step 150 (it overshoots by what that rate misjudges, which
     # depends on how far the pipeline has read ahead).
