@@ -69,9 +69,15 @@ import tensorflow as tf
 from absl import app, flags
 from ml_collections import config_flags
 
-import pipelines
-from echoing._src.priority import technique as priority_technique
-from trainers import checkpointing, experiment, interrupts, run_config, strategies, workdir_lock
+from trainers import (
+    checkpointing,
+    experiment,
+    interrupts,
+    moved_flags,
+    run_config,
+    strategies,
+    workdir_lock,
+)
 from trainers.passm import config as passm_config
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -191,42 +197,17 @@ def _main(argv: list[str]) -> None:
 
 
 def _move_echo_flags(config) -> None:
-    """``--config.data.echo*`` (echo's old place) on the command line sets echo's field over the
-    config file's, with a FutureWarning; together with the new flag it is a usage error. Here,
-    where the command line is known: ``run_config.resolve_config`` cannot tell a value the user
-    gave from one the config file set."""
-    overrides = config_flags.get_override_values(flags.FLAGS[_CONFIG.name])
-    given = [key for key in pipelines.config.MOVED_ECHO_KEYS if f"data.{key}" in overrides]
-    for key in given:
-        if key in overrides:
-            raise app.UsageError(
-                f"--config.data.{key} and --config.{key} both set echo's {key}; keep only "
-                f"--config.{key} (--config.data.{key} is its old place)."
-            )
-    if given:
-        pipelines.moved_echo_fields(config.data)  # the FutureWarning, naming the new flags
-    for key in given:
-        config[key], config.data[key] = overrides[f"data.{key}"], None
+    """``moved_flags.move_echo_flags`` with this command line's ``--config.*`` overrides."""
+    moved_flags.move_echo_flags(config, _overrides())
 
 
 def _rename_priority_flags(config) -> None:
-    """``--config.pgd*`` (priority sampling's old names) on the command line sets the renamed
-    field (``--config.priority*``) over the config file's, with a FutureWarning; together with
-    the new flag it is a usage error. Here for the reason of ``_move_echo_flags``."""
-    overrides = config_flags.get_override_values(flags.FLAGS[_CONFIG.name])
-    given = {
-        old: new for old, (new, _) in priority_technique.RENAMED_KEYS.items() if old in overrides
-    }
-    for old, new in given.items():
-        if new in overrides:
-            raise app.UsageError(
-                f"--config.{old} and --config.{new} both set priority sampling's {new}; keep "
-                f"only --config.{new} (--config.{old} is its old name)."
-            )
-    if given:
-        priority_technique.renamed_fields(config)  # the FutureWarning, naming the new flags
-    for old, new in given.items():
-        config[new], config[old] = overrides[old], None
+    """``moved_flags.rename_priority_flags`` with this command line's overrides."""
+    moved_flags.rename_priority_flags(config, _overrides())
+
+
+def _overrides() -> dict:
+    return config_flags.get_override_values(flags.FLAGS[_CONFIG.name])
 
 
 def _scale_default_warmup(config, *, quiet: bool) -> None:

@@ -103,12 +103,9 @@ def test_remedies_the_backend_lacks_are_refused_for_concurrent_variants(load_ben
 
 
 def test_weight_prediction_both_headlines_each_variant_twice(load_benchmark, tmp_path):
-    path = tmp_path / "prediction.json"
-    load_benchmark("async_staleness_ablation").main(
-        ["--quick", "--variants", "sequential,concurrent_assm", "--weight-prediction", "both",
-         "--output", str(path)]
-    )  # fmt: skip
-    result = json.loads(path.read_text())
+    result = _quick(
+        load_benchmark, tmp_path, "sequential,concurrent_assm", "--weight-prediction", "both"
+    )
     runs = {(r["variant"], r["weight_prediction"]): r for r in result["runs"]}
     # Each off, then on; sequential without it is the reference of every gap.
     assert set(runs) == {(v, p) for v in ("sequential", "concurrent_assm") for p in (False, True)}
@@ -124,14 +121,20 @@ def test_weight_prediction_both_headlines_each_variant_twice(load_benchmark, tmp
 
 
 def test_the_updates_factor_lengthens_only_the_concurrent_variants(load_benchmark, tmp_path):
-    path = tmp_path / "twice.json"
-    load_benchmark("async_staleness_ablation").main(
-        ["--quick", "--variants", "sequential,concurrent_passm", "--async-updates-factor", "2",
-         "--output", str(path)]
-    )  # fmt: skip
-    result = json.loads(path.read_text())
+    result = _quick(
+        load_benchmark, tmp_path, "sequential,concurrent_passm", "--async-updates-factor", "2"
+    )
     updates = {run["variant"]: run["updates"] for run in result["runs"]}
     assert updates == {"sequential": 40, "concurrent_passm": 80}  # quick: 40 updates
     worker_updates = next(r for r in result["runs"] if r["variant"] == "concurrent_passm")
     assert sum(worker_updates["worker_updates"]) == 80
     assert result["settings"]["async_updates_factor"] == 2.0
+
+
+def _quick(load_benchmark, tmp_path, variants: str, *flags: str) -> dict:
+    """The results of a ``--quick`` run of ``variants`` with ``flags``."""
+    path = tmp_path / "quick.json"
+    load_benchmark("async_staleness_ablation").main(
+        ["--quick", "--variants", variants, *flags, "--output", str(path)]
+    )
+    return json.loads(path.read_text())
