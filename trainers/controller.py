@@ -218,10 +218,17 @@ class Controller:
         return max([float(value) for value in progress if value is not None] or [0.0])
 
     def _steps_to_run_end(self, step: int) -> int | None:
-        """Steps until the techniques' progress reaches 1 at the last loop's rate, so that the
-        loop that ends the run stops there instead of running to its full length."""
+        """Steps until the techniques' progress reaches 1 (from the fresh examples a technique
+        says are left, else at the last loop's rate), so that the loop that ends the run stops
+        there instead of running to its full length."""
         progress = self._run_progress()
         last, self._last_progress = self._last_progress, (step, progress)
+        known = [t.fresh_examples_to_end() for t in self.techniques if t.progress() is not None]
+        known = [examples for examples in known if examples is not None]
+        if known:  # exact: the examples left, at the loop's echo factor
+            echo_factor = math.prod(t.echo_factor() for t in self.techniques)
+            fresh_per_step = self.schedule.batch_size / echo_factor
+            return max(1, math.ceil(min(known) / fresh_per_step))
         if last is None or step <= last[0] or progress <= last[1]:
             return None
         rate = (progress - last[1]) / (step - last[0])
@@ -256,6 +263,13 @@ class Controller:
             consumed = step * self.schedule.batch_size / echo_factor
         self._consumed = self._consumed_at_eval = consumed
         self._finished = self._run_done()
+        if step and step >= self.schedule.num_steps:
+            print(
+                f"The workdir's run is at step {step}, which num_steps="
+                f"{self.schedule.num_steps} does not pass: nothing to train (raise "
+                "--config.num_steps to train further; the restored model is evaluated).",
+                file=sys.stderr,
+            )
         evaluation = {}
         progress = tqdm.tqdm(
             total=self.schedule.num_steps,

@@ -195,6 +195,11 @@ class Technique(ClosesOnExit):
     def progress(self) -> tf.Tensor | None:
         return None
 
+    def fresh_examples_to_end(self) -> float | None:
+        """With ``progress``: the fresh examples training must still take to reach 1, when
+        known (None: the controller estimates the end from the progress rate)."""
+        return None
+
     def checkpointed(self) -> dict[str, Any]:
         return {}
 

@@ -124,8 +124,14 @@ class LossPruning(StreamPruning, tf.Module):
 
     def epochs_trained(self) -> float:
         """Epochs training has taken (``trained.record(ids)`` after each step), a float."""
-        opened = max(int(self.epochs_started.numpy()), int(self.threshold_epoch.numpy()) + 1)
-        return self.trained.epochs(opened)
+        return self.trained.epochs(self._opened())
+
+    def examples_to_train(self) -> float | None:
+        """Fresh examples to train until ``num_epochs`` are taken (None: last epoch not begun)."""
+        return self.trained.remaining(self.num_epochs, self._opened())
+
+    def _opened(self) -> int:
+        return max(int(self.epochs_started.numpy()), int(self.threshold_epoch.numpy()) + 1)
 
     def epoch(self) -> int:
         """The epoch the next input belongs to."""

@@ -87,6 +87,10 @@ class PruningTechnique(Technique):
         # Updated after each inner loop: the learning rate follows it loop by loop.
         return self._progress.read_value()
 
+    def fresh_examples_to_end(self) -> float | None:
+        remaining = self.stage.examples_to_train()  # of this input pipeline's shard
+        return None if remaining is None else remaining * self.num_input_pipelines
+
     def checkpointed(self) -> dict[str, object]:
         return {"prune": self.stage, "prune_progress": self._progress}
 

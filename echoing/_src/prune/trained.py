@@ -58,6 +58,13 @@ class TrainedEpochs(tf.Module):
             raise ValueError(f"TrainedEpochs.record: echo_factor must be > 0, got {echo_factor!r}.")
         self.count.assign_add(float(np.size(ids)) / float(echo_factor))
 
+    def remaining(self, epochs: int, opened: int) -> float | None:
+        """Fresh examples still to train until ``epochs`` are taken, once the stage has begun
+        the last of them (``opened`` epochs begun; None before)."""
+        if opened < epochs or epochs > self.ends.shape[0]:
+            return None
+        return max(0.0, float(self.ends.numpy()[epochs - 1]) - float(self.count.numpy()))
+
     def epochs(self, opened: int) -> float:
         """Epochs trained (2.5: half of the third), of the ``opened`` epochs the stage began."""
         ends = self.ends.numpy()[: max(0, min(opened, self.ends.shape[0]))]
