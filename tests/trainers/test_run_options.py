@@ -113,3 +113,17 @@ def test_records_read_in_python_train_and_checkpoint_without_the_iterator(
     assert "Not checkpointing the input iterator: the train records are read in Python" in (
         capsys.readouterr().err
     )
+
+
+def test_a_rerun_with_fewer_steps_than_reached_says_it_has_nothing_to_train(
+    load_config, data_dir, tmp_path, capsys
+):
+    config = _smoke_config(load_config, data_dir)
+    config.num_steps, config.checkpoint_every_steps = 20, 10
+    experiment.run(config, str(tmp_path))
+    config.num_steps = 10
+    assert experiment.run(config, str(tmp_path))["step"] == 20
+    assert (
+        "The workdir's run is at step 20, which num_steps=10 does not pass: nothing to train "
+        "(raise --config.num_steps to train further" in capsys.readouterr().err
+    )
