@@ -112,7 +112,8 @@ def run(
 
     Returns:
       ``{"step", "eval_accuracy", "eval_loss", "eval_perplexity" (text only, else None),
-      "trained_examples", "fresh_examples_trained",
+      "trained_examples", "select_ratio" (None without in-batch selection),
+      "fresh_examples_trained",
       "echo_ratio", "fresh_examples", "emitted_examples", "train_seconds", "target_accuracy",
       "steps_to_target", "seconds_to_target", "fresh_examples_to_target",
       "upstream_seconds_per_step", "downstream_seconds_per_step", "upstream_downstream_ratio",

@@ -48,6 +48,8 @@ def make_summary(
             math.exp(min(evaluation["eval_loss"], 700.0)) if config.data.source == "text" else None
         ),
         "trained_examples": trained,
+        # In-batch selection: the share of each batch the steps' gradients used.
+        "select_ratio": config.select_ratio if config.select_ratio < 1 else None,
         "fresh_examples_trained": fresh_trained,
         "echo_ratio": trained / fresh_trained if fresh_trained else None,
         "fresh_examples": result["fresh_examples"],
@@ -81,6 +83,14 @@ def _read_report(read_stats) -> dict[str, int]:
     }
 
 
+def _selected(summary: dict[str, object]) -> str:
+    ratio = summary.get("select_ratio")
+    if not ratio:
+        return ""
+    used = round(summary["trained_examples"] * ratio)
+    return f" (the gradients used {used} of them: select_ratio {ratio:g})"
+
+
 def format_summary(summary: dict[str, object]) -> str:
     """The human-readable end-of-run report."""
     lines = [
@@ -92,7 +102,7 @@ def format_summary(summary: dict[str, object]) -> str:
             else ""
         )
         + f") after {summary['train_seconds']:.1f} s of training",
-        f"trained on {summary['trained_examples']} examples behind "
+        f"trained on {summary['trained_examples']} examples{_selected(summary)} behind "
         f"{summary['fresh_examples_trained']} fresh ones (echo ratio {_ratio(summary)}); the input "
         f"pipeline read {summary['fresh_examples']} (with what its buffers read ahead)",
     ]

@@ -85,3 +85,9 @@ def _printed(report: dict) -> str:
             **report,
         }
     )
+
+
+def test_in_batch_selection_says_how_many_rows_the_gradients_used():
+    assert "trained on 80 examples behind 80 fresh" in _printed({})
+    text = _printed({"select_ratio": 0.5})
+    assert "trained on 80 examples (the gradients used 40 of them: select_ratio 0.5) behind" in text
