@@ -361,9 +361,19 @@ def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) 
 
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's flag parsing, with a config key that does not exist (``--config.num_step=20``) in
-    one line naming the flag and ml_collections' suggestion, instead of its traceback."""
+    one line naming the flag and ml_collections' suggestion, and a config argument the config
+    file refuses (``configs/mnist1d.py:bogus=1``) in one line, instead of their tracebacks."""
     try:
         return flags.FLAGS(argv)
+    except flags.IllegalFlagValueError as error:
+        # The config file refused its argument (configs/*.py:ARGS): its own error's last line.
+        text = str(error)
+        if "Error whilst parsing config file" not in text:
+            raise
+        last = [line for line in text.splitlines() if line.strip()][-1]
+        reason = re.sub(r"^\w+(Error|Exception): ", "", last)
+        print(f"error: --config: {reason}", file=sys.stderr)
+        sys.exit(2)
     except (AttributeError, KeyError) as error:
         text = str(error).encode().decode("unicode_escape")
         key = re.search(r"'([^']+)'", text)

@@ -276,6 +276,21 @@ def test_a_config_key_that_does_not_exist_is_one_line_with_the_suggestion(
     )
 
 
+def test_a_config_argument_the_config_file_refuses_is_one_line(
+    mnist1d_config_path, capsys, parse_binary_flags
+):
+    argv = ["train", f"--config={mnist1d_config_path}:smoke,bogus=1", "--workdir=/x"]
+    parse_binary_flags(argv, parse=False)
+    with pytest.raises(SystemExit) as raised:
+        train.parse_flags(argv)
+    assert raised.value.code == 2
+    shown = capsys.readouterr().err.strip()
+    assert shown.startswith(
+        "error: --config: unknown config argument key 'bogus' in 'smoke,bogus=1'; valid keys are"
+    )
+    assert "\n" not in shown and "Traceback" not in shown
+
+
 def test_a_corrupt_image_met_in_training_is_one_line_naming_the_file(
     mnist1d_config_path, tmp_path, capsys, parse_binary_flags
 ):
