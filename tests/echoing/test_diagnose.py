@@ -70,6 +70,13 @@ def test_a_keras_model_is_timed_on_a_copy_and_left_unchanged():
             r"ended after 5 elements; timing needs",
         ),
         ([1, 2], lambda b: b, TypeError, "expected a batched tf.data.Dataset"),
+        (  # the arrays themselves: described, not printed, with the Dataset that wraps them
+            (np.zeros((500, 8)), np.zeros(500)),
+            lambda b: b,
+            TypeError,
+            r"got a tuple of 2 \(a ndarray of shape \(500, 8\), a ndarray of shape \(500,\)\); "
+            r"time the pipeline .*from_tensor_slices\(\(x, y\)\)\.batch\(64\), model\)\.$",
+        ),
         (tf.data.Dataset.range(50), 3, TypeError, "a compiled keras.Model or a callable"),
     ],
 )
@@ -121,3 +128,8 @@ def test_an_unbatched_dataset_is_refused_with_the_fix_for_a_keras_model():
         echoing.diagnose(examples, model, num_steps=3)
     report = echoing.diagnose(examples.batch(8), model, num_steps=3, warmup=1)  # batched: runs
     assert report["ratio"] > 0
+
+
+def test_format_diagnosis_of_something_else_names_what_it_lacks():
+    with pytest.raises(ValueError, match=r"lacks \['upstream_seconds', .*echoing\.diagnose\("):
+        echoing.format_diagnosis({})

@@ -108,7 +108,11 @@ def diagnose(
       waiting for input with prefetching (``max(0, 1 - 1/R)``), and the echo factor to try.
     """
     if not isinstance(dataset, tf.data.Dataset):
-        raise TypeError(f"diagnose(dataset={dataset!r}): expected a batched tf.data.Dataset.")
+        raise TypeError(
+            f"diagnose(dataset=...): expected a batched tf.data.Dataset, got {_kind(dataset)}; "
+            "time the pipeline that feeds training, e.g. for arrays x, y: diagnose("
+            "tf.data.Dataset.from_tensor_slices((x, y)).batch(64), model)."
+        )
     _check_counts(num_steps, warmup, max_seconds)
     step = _step_function(model_or_step)
     _require_batched(dataset, model_or_step)
@@ -129,6 +133,13 @@ def diagnose(
 
 def format_diagnosis(report: dict[str, float]) -> str:
     """The report as two lines a person reads."""
+    keys = ("upstream_seconds", "downstream_seconds", "ratio", "input_wait_fraction", "echo_factor")
+    missing = [key for key in keys if key not in report]
+    if missing:
+        raise ValueError(
+            f"format_diagnosis: the report lacks {missing}; give it what echoing.diagnose("
+            "dataset, model) returns."
+        )
     verdict = (
         f"input-bound: try echoing.echo({report['echo_factor']:.1f}) or echoing.AutoEcho"
         if report["echo_factor"] > 1
@@ -237,3 +248,14 @@ def _seconds_per_step(step, batch, num_steps, warmup, max_seconds) -> float:
                 "max_seconds or lower num_steps."
             )
     return (time.perf_counter() - start) / num_steps
+
+
+def _kind(value) -> str:
+    """``value`` in a few words, not its contents (arrays can be large)."""
+    if isinstance(value, (tuple, list)):
+        parts = ", ".join(_kind(item) for item in value[:3]) + (", ..." if len(value) > 3 else "")
+        return f"a {type(value).__name__} of {len(value)} ({parts})"
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return f"a {type(value).__name__} of shape {tuple(shape)}"
+    return f"a {type(value).__name__}"
