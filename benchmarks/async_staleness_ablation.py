@@ -313,7 +313,7 @@ def headline(runs: list[dict], rates: list[float]) -> dict[str, float | None]:
     } | {"sequential_accuracy": reference}  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--variants", help=f"comma-separated subset of {VARIANTS}")
@@ -338,24 +338,20 @@ def main(argv: list[str] | None = None) -> None:
         help="the concurrent variants run this many times num_steps updates in all (default 1)",
     )
     parser.add_argument("--output", help="JSON path (default results/async_staleness_ablation)")
-    args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from absl import logging
+    return parser
 
-    logging.set_verbosity(logging.WARNING)
+
+def _setup(args, parser) -> tuple[dict, list[str]]:
+    """The settings the flags give, and the variants to run (refusing what cannot go)."""
     setup = dict(QUICK if args.quick else FULL)
     if args.rates:
         setup["rates"] = [float(r) for r in args.rates.split(",")]
     if args.seeds:
         setup["seeds"] = [int(s) for s in args.seeds.split(",")]
-    if args.momentum is not None:
-        setup["momentum"] = args.momentum
-    if args.warmup_fraction is not None:
-        setup["warmup_fraction"] = args.warmup_fraction
-    if args.dc_lambda is not None:
-        setup["dc_lambda"] = args.dc_lambda
-    if args.async_updates_factor is not None:
-        setup["async_updates_factor"] = args.async_updates_factor
+    optional = ("momentum", "warmup_fraction", "dc_lambda", "async_updates_factor")
+    setup.update({key: getattr(args, key) for key in optional if getattr(args, key) is not None})
+    if args.weight_prediction != "off":
+        setup["weight_prediction"] = args.weight_prediction
     variants = args.variants.split(",") if args.variants else list(VARIANTS)
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
@@ -366,9 +362,10 @@ def main(argv: list[str] | None = None) -> None:
             f"--warmup-fraction and --dc-lambda apply to the sequential variants only (the "
             f"backend has neither); drop {concurrent} from --variants or run them separately."
         )
-    predictions = {"off": [False], "on": [True], "both": [False, True]}[args.weight_prediction]
-    if args.weight_prediction != "off":
-        setup["weight_prediction"] = args.weight_prediction
+    return setup, variants
+
+
+def _run_all(setup: dict, variants: list[str], predictions: list[bool]) -> list[dict]:
     runs = []
     for variant in variants:
         for predict in predictions if variant in PREDICTABLE else [False]:
@@ -381,6 +378,19 @@ def main(argv: list[str] | None = None) -> None:
                         f"(staleness {runs[-1].get('staleness_mean', 0):.2f})",
                         flush=True,
                     )
+    return runs
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)
+    setup, variants = _setup(args, parser)
+    predictions = {"off": [False], "on": [True], "both": [False, True]}[args.weight_prediction]
+    runs = _run_all(setup, variants, predictions)
     stem = "async_staleness_ablation" + ("_quick" if args.quick else "")
     path = args.output or os.path.join(RESULTS, stem + ".json")
     result = harness.write_results(

@@ -145,9 +145,10 @@ class TrainingDiverged(RuntimeError):
     """The training loss became NaN or infinite; the run stopped without saving that state."""
 
 
-def _check_finite(loss: float | None, step: int, last_checkpoint: str | None) -> None:
+def _check_finite(loss: float | None, step: int, manager) -> None:
     if loss is None or math.isfinite(loss):
         return
+    last_checkpoint = manager.latest_checkpoint if manager is not None else None
     kept = (
         f"The diverged state was not saved; the last checkpoint, {last_checkpoint}, is from "
         "before it (a run in this workdir resumes there)."
@@ -207,6 +208,10 @@ class Controller:
     def stopped(self) -> bool:
         return (self.schedule.stop_at_target and self.clock.reached()) or self._finished
 
+    def _echo_factor(self) -> float:
+        """The techniques' echo factors together: each fresh example's rows in the batches."""
+        return math.prod(t.echo_factor() for t in self.techniques)
+
     def _run_done(self) -> bool:
         """Whether a technique measuring the run in its own units (pruning: epochs) says the
         run is done; checked after each inner loop."""
@@ -226,7 +231,7 @@ class Controller:
         known = [t.fresh_examples_to_end() for t in self.techniques if t.progress() is not None]
         known = [examples for examples in known if examples is not None]
         if known:  # exact: the examples left, at the loop's echo factor
-            echo_factor = math.prod(t.echo_factor() for t in self.techniques)
+            echo_factor = self._echo_factor()
             fresh_per_step = self.schedule.batch_size / echo_factor
             return max(1, math.ceil(min(known) / fresh_per_step))
         if last is None or step <= last[0] or progress <= last[1]:
@@ -259,7 +264,7 @@ class Controller:
         step = _current_step(self.trainer)
         consumed = float(self.clock.fresh_trained.numpy())
         if consumed < 0:  # a checkpoint without the count: the steps at today's echo factor
-            echo_factor = math.prod(t.echo_factor() for t in self.techniques)
+            echo_factor = self._echo_factor()
             consumed = step * self.schedule.batch_size / echo_factor
         self._consumed = self._consumed_at_eval = consumed
         self._finished = self._run_done()
@@ -322,12 +327,11 @@ class Controller:
         to_end = self._steps_to_run_end(step)
         if to_end is not None:
             boundary = min(boundary, step + to_end)
-        echo_factor = math.prod(t.echo_factor() for t in self.techniques)
+        echo_factor = self._echo_factor()
         self._consumed += (boundary - step) * schedule.batch_size / echo_factor
         result = self.trainer.train(boundary - step)
         # Stop at a NaN/inf loss, before the loop's state is evaluated, written or saved.
-        last = self.manager.latest_checkpoint if self.manager is not None else None
-        _check_finite(result.get("train_loss"), boundary, last)
+        _check_finite(result.get("train_loss"), boundary, self.manager)
         self.clock.seconds.assign_add(result.pop("loop_seconds"))
         self.clock.fresh_trained.assign(self._consumed)
         self._finished = self._run_done()

@@ -2,7 +2,6 @@
 
 Example::
 
-    import numpy as np
     import echoing
 
     table = echoing.LossTable(8)
