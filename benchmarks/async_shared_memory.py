@@ -6,6 +6,8 @@ r"""PASSM+ where the paper runs it: shared-memory workers vs tuned synchronous S
     python benchmarks/async_partitioned.py --backend=shared_memory --workloads=resnet_small
     python benchmarks/async_shared_memory.py --worker-counts=1,2 --async-momentum=0.5  # ablation
     python benchmarks/async_shared_memory.py --async-momentum=0 --async-learning-rates=0.1,0.2,0.5
+    python benchmarks/async_shared_memory.py --weight-prediction --async-updates-factor=c \
+        --seeds=0,1,2,3 --output=benchmarks/results/async_shared_memory_prediction.json
 
 Writes ``benchmarks/results/async_shared_memory.json`` and ``.png`` (``*_quick.*`` for --quick,
 or ``--output FILE.json``) and prints a markdown table. For each workload (the MNIST-1D CNN; the
@@ -16,13 +18,18 @@ deeper ``resnet_small`` on the generated 32×32 images), side by side in one pro
   rate warmed up linearly from 1/c of its peak over the first ``warmup_fraction`` of the steps;
 - ``assm`` (c = 1, 2, 4), ``passm`` and ``passm_plus`` (c = 2, 4) on the shared-memory backend
   (`trainers.passm`, through ``trainers.passm.experiment`` as the binary runs it), batch b per
-  worker. Every method sees the same number of examples.
+  worker. Every method sees the same number of examples, unless ``--async-updates-factor`` gives
+  the asynchronous methods at c > 1 that many times sync's updates in all (``c``: each worker
+  makes as many as sync, so each block gets sync's count of updates).
 
 Each method (and c) gets its own best learning rate: every rate of ``learning_rates`` is run on
 ``tuning_seed`` (held out) and the best final accuracy wins; then ``seeds`` are run at it, paired
 by seed. The target of a seed is ``sync``'s final accuracy − 0.5 points; time to target is the
 training time (evaluation and tracing excluded) at the first evaluation reaching it. The best
 synchronous baseline at c is the faster of ``sync`` and ``sync_large`` at c.
+
+``--weight-prediction`` sets ``config.passm.weight_prediction`` for the asynchronous methods
+(each worker takes its gradient at its read less its own momentum's next step).
 
 ``--async-momentum`` and ``--async-learning-rates`` give the asynchronous methods their own grid
 (momentum m, rates), e.g. m = 0 at 10× the rates (the same effective step η/(1 − m)). The
@@ -142,6 +149,11 @@ def _config(
         config.momentum = momentum
     elif not synchronous and setup.get("async_momentum") is not None:
         config.momentum = setup["async_momentum"]  # the ablation: async momentum on its own
+    if not synchronous:
+        config.weight_prediction = bool(setup.get("weight_prediction", False))
+    if not synchronous and c > 1:
+        factor = setup.get("async_updates_factor") or 1
+        config.num_steps = round(config.num_steps * (c if factor == "c" else float(factor)))
     if method == "sync_large":
         config.batch_size *= c
         config.num_steps //= c
@@ -459,6 +471,17 @@ def main(argv: list[str] | None = None) -> None:
         help="comma-separated rates of the async methods' grid (default: learning_rates); the "
         "sync baselines then tune over both grids",
     )
+    parser.add_argument(
+        "--weight-prediction",
+        action="store_true",
+        help="the async methods predict the weights they write (config.passm.weight_prediction)",
+    )
+    parser.add_argument(
+        "--async-updates-factor",
+        help="the async methods at c > 1 make this many times sync's updates in all; 'c' gives "
+        "each worker sync's count (default 1: the same examples as sync)",
+    )
+    parser.add_argument("--seeds", help="comma-separated evaluation seeds (default 0,1)")
     args = parser.parse_args(argv)  # an unknown or misspelt option is an error, not ignored
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from absl import logging
@@ -474,6 +497,19 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker_counts:
         setup["worker_counts"] = [int(c) for c in args.worker_counts.split(",")]
     setup["async_momentum"] = args.async_momentum
+    setup["weight_prediction"] = args.weight_prediction
+    if args.async_updates_factor not in (None, "c"):
+        try:
+            if float(args.async_updates_factor) <= 0:
+                raise ValueError
+        except ValueError:
+            parser.error(
+                f"--async-updates-factor: got {args.async_updates_factor!r}; give a positive "
+                "number or 'c'"
+            )
+    setup["async_updates_factor"] = args.async_updates_factor
+    if args.seeds:
+        setup["seeds"] = [int(seed) for seed in args.seeds.split(",")]
     if args.async_learning_rates:
         setup["async_learning_rates"] = [float(r) for r in args.async_learning_rates.split(",")]
     began = time.perf_counter()

@@ -158,3 +158,29 @@ def test_an_async_grid_of_its_own_leaves_the_sync_baselines_tuned_over_both(load
     default_sync = bench._config(workload, setup, "sync", 1, 0.05, 0)
     passm = bench._config(workload, setup, "passm", 2, 0.1, 0)  # the async momentum
     assert (sync.momentum, default_sync.momentum, passm.momentum) == (0.0, 0.9, 0.0)
+
+
+def test_the_update_budget_and_weight_prediction_reach_only_the_async_methods(load_benchmark):
+    bench = load_benchmark("async_shared_memory")
+    workload = bench.FULL["workloads"]["mnist1d_cnn"]
+    setup = {**bench.FULL, "weight_prediction": True, "async_updates_factor": "c"}
+    passm_plus = bench._config(workload, setup, "passm_plus", 4, 0.05, 0)
+    assm_alone = bench._config(workload, setup, "assm", 1, 0.05, 0)
+    sync = bench._config(workload, setup, "sync", 1, 0.05, 0)
+    sync_large = bench._config(workload, setup, "sync_large", 4, 0.05, 0)
+    # c = 4 workers each make sync's 1600 updates; c = 1 and the sync baselines keep theirs.
+    assert (passm_plus.num_steps, assm_alone.num_steps) == (6400, 1600)
+    assert (sync.num_steps, sync_large.num_steps) == (1600, 400)
+    assert passm_plus.weight_prediction and assm_alone.weight_prediction
+    assert "weight_prediction" not in sync or not sync.weight_prediction
+    halved = bench._config(workload, {**bench.FULL, "async_updates_factor": "1.5"}, "passm", 2,
+                           0.05, 0)  # fmt: skip
+    assert halved.num_steps == 2400 and not halved.weight_prediction
+
+
+def test_a_bad_update_factor_is_named_with_what_to_give(load_benchmark, capsys):
+    with pytest.raises(SystemExit):
+        load_benchmark("async_shared_memory").main(["--quick", "--async-updates-factor=twice"])
+    assert "--async-updates-factor: got 'twice'; give a positive number or 'c'" in (
+        capsys.readouterr().err
+    )
