@@ -149,8 +149,8 @@ def _config(
         config.momentum = momentum
     elif not synchronous and setup.get("async_momentum") is not None:
         config.momentum = setup["async_momentum"]  # the ablation: async momentum on its own
-    if not synchronous:
-        config.weight_prediction = bool(setup.get("weight_prediction", False))
+    # Set either way: the config's default (on) is not what --weight-prediction left out.
+    config.weight_prediction = not synchronous and bool(setup.get("weight_prediction", False))
     if not synchronous and c > 1:
         factor = setup.get("async_updates_factor") or 1
         config.num_steps = round(config.num_steps * (c if factor == "c" else float(factor)))

@@ -172,7 +172,7 @@ def test_the_update_budget_and_weight_prediction_reach_only_the_async_methods(lo
     assert (passm_plus.num_steps, assm_alone.num_steps) == (6400, 1600)
     assert (sync.num_steps, sync_large.num_steps) == (1600, 400)
     assert passm_plus.weight_prediction and assm_alone.weight_prediction
-    assert "weight_prediction" not in sync or not sync.weight_prediction
+    assert not sync.weight_prediction and not sync_large.weight_prediction
     halved = bench._config(workload, {**bench.FULL, "async_updates_factor": "1.5"}, "passm", 2,
                            0.05, 0)  # fmt: skip
     assert halved.num_steps == 2400 and not halved.weight_prediction

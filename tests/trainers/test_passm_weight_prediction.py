@@ -14,6 +14,8 @@ import pytest
 import tensorflow as tf
 
 from trainers.passm import SharedMemoryTrainer, UpdateMeter
+from trainers.passm import backend as passm_backend
+from trainers.passm import config as passm_config
 from trainers.passm import experiment as async_experiment
 from trainers.passm.phased import mean_loss
 from trainers.passm.state import TrainingState
@@ -113,18 +115,26 @@ def test_weight_prediction_must_be_a_bool(make):
         make()
 
 
-def test_the_config_field_defaults_off_and_refuses_what_it_cannot_run(load_config):
+def test_the_config_field_defaults_on_and_refuses_what_is_not_a_bool(load_config):
     config = load_config("passm", "smoke")
-    assert config.passm.weight_prediction is False  # existing runs are unchanged
+    assert config.passm.weight_prediction is True  # the setting that reaches sync accuracy
     with pytest.raises(TypeError, match=r"'weight_prediction'"):
         config.passm.weight_prediction = "yes"  # ml_collections: the field is a bool
     config.passm.weight_prediction = None
     with pytest.raises(ValueError, match=r"config.passm.weight_prediction must be True or False"):
         async_experiment.train_and_evaluate(config, None)
-    # The parameter-server backend does not predict: refused before any cluster starts.
-    config.passm.weight_prediction, config.passm.backend = True, "parameter_server"
-    with pytest.raises(ValueError, match=r"weight_prediction=True applies to the shared-memory"):
-        async_experiment.train_and_evaluate(config, None)
+
+
+def test_a_backend_that_cannot_predict_says_it_trains_without(load_config, caplog):
+    flat = passm_config.flat_view(load_config("passm", "smoke"))
+    async_experiment._check_weight_prediction(flat, "parameter_server")
+    assert flat.weight_prediction is False  # what the run reports is what it trained
+    assert "only, and this run trains on 'parameter_server'" in caplog.text
+    assert "--config.passm.weight_prediction=false" in caplog.text
+    caplog.clear()
+    synchronous = passm_config.flat_view(load_config("passm", "smoke"))
+    async_experiment._check_weight_prediction(synchronous, passm_backend.SYNCHRONOUS)
+    assert synchronous.weight_prediction is False and not caplog.text  # nothing stale: no noise
 
 
 def test_the_smoke_config_trains_with_weight_prediction(load_config):

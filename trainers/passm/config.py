@@ -79,8 +79,9 @@ def default_section() -> ml_collections.ConfigDict:
     # (shared memory): amortises dispatch; fewer balance the end of a phase better.
     section.steps_per_call = 10
     # Shared memory: each worker takes its gradient at its read less its own momentum's next
-    # step (weight prediction; docs/studies/async_partitioned.md), not at the read.
-    section.weight_prediction = False
+    # step (weight prediction), not at the read: on by default because with it PASSM+ reaches
+    # synchronous accuracy (docs/studies/async_partitioned.md); other backends train without.
+    section.weight_prediction = True
     # The generated data set (pipelines.sources.generated): "mnist1d" | "generated_images".
     section.dataset = "mnist1d"
     section.data_seed = 0

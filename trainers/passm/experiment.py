@@ -127,7 +127,11 @@ def _check_mode(config, strategy) -> None:
 
 
 def _check_weight_prediction(config, backend: str) -> None:
-    """``passm.weight_prediction`` is a bool, and only the shared-memory backend predicts."""
+    """``passm.weight_prediction`` is a bool; a backend that cannot predict says it trains without.
+
+    On by default (the setting that reaches synchronous accuracy in
+    docs/studies/async_partitioned.md), so a run on another backend warns rather than refuses:
+    its momentum is not per worker (parameter server) or it is synchronous (nothing is stale)."""
     predict = config.get("weight_prediction", False)
     if not isinstance(predict, bool):
         raise ValueError(
@@ -135,11 +139,14 @@ def _check_weight_prediction(config, backend: str) -> None:
             "--config.passm.weight_prediction=true (or false)."
         )
     if predict and backend != "shared_memory":
-        raise ValueError(
-            f"config.passm.weight_prediction=True applies to the shared-memory backend only "
-            f"(its workers' momentum is per worker), and this run trains on {backend!r}; "
-            "drop --config.passm.weight_prediction, or train on one host with "
-            "--config.passm.backend=shared_memory."
+        config.weight_prediction = False
+        if backend == passm.backend.SYNCHRONOUS:
+            return  # nothing is stale to predict; the fallback to synchronous SGD is logged
+        logging.warning(
+            "config.passm.weight_prediction applies to the shared-memory backend only, and this "
+            "run trains on %r: it trains without weight prediction (set "
+            "--config.passm.weight_prediction=false to say so and silence this).",
+            backend,
         )
 
 
