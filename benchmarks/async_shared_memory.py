@@ -291,21 +291,28 @@ def measure_step_times(workload: tuple, setup: dict, c: int = 2) -> dict:
     iterators = [iter(dataset_fn(tf.constant(w, tf.int64))) for w in range(c)]
     steps, rate = tf.constant(setup["timing_steps"]), tf.constant(0.01)
 
-    def seconds_per_step(mode: str, worker: int) -> float:
+    def seconds_per_step(mode: str, worker: int) -> tuple[float, float]:
+        """Median seconds per step, and the CPU seconds the process spent per wall second."""
         function, iterator = workers[worker].function(mode), iterators[worker]
         function(iterator, rate, steps)  # traces; the pipeline's buffers fill
-        times = []
+        times, busy = [], []
         for _ in range(setup["timing_repeats"]):
-            began = time.perf_counter()
+            began, cpu_began = time.perf_counter(), time.process_time()
             function(iterator, rate, steps)
-            times.append((time.perf_counter() - began) / setup["timing_steps"])
-        return statistics.median(times)
+            wall = time.perf_counter() - began
+            times.append(wall / setup["timing_steps"])
+            busy.append((time.process_time() - cpu_began) / wall)
+        return statistics.median(times), statistics.median(busy)
 
-    full = seconds_per_step("assm", 0)
-    block_steps = [seconds_per_step("passm", w) for w in range(c)]
+    full, cores_busy = seconds_per_step("assm", 0)
+    block_steps = [seconds_per_step("passm", w)[0] for w in range(c)]
     ratio = statistics.mean(block_steps) / full
     return {
         "num_workers": c,
+        # One worker alone: the cores its steps keep busy (all threads' CPU time over wall
+        # time). Near the machine's count, c concurrent workers have no idle cores to fill.
+        "full_step_cores_busy": cores_busy,
+        "cpu_count": os.cpu_count(),
         "full_step_seconds": full,
         "block_step_seconds": block_steps,
         "restricted_step_time_ratio": ratio,
@@ -457,7 +464,7 @@ def plot(result: dict, path: str) -> None:
     plt.close(figure)
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="~30 s smoke run (tested)")
     parser.add_argument("--output", help="JSON path (PNG beside it); default results/")
@@ -482,11 +489,16 @@ def main(argv: list[str] | None = None) -> None:
         "each worker sync's count (default 1: the same examples as sync)",
     )
     parser.add_argument("--seeds", help="comma-separated evaluation seeds (default 0,1)")
-    args = parser.parse_args(argv)  # an unknown or misspelt option is an error, not ignored
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from absl import logging
+    parser.add_argument(
+        "--step-times-only",
+        action="store_true",
+        help="only the step profile: full and block step times, the cores one step keeps busy",
+    )
+    return parser
 
-    logging.set_verbosity(logging.WARNING)
+
+def _setup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
+    """The study's settings: ``FULL`` or ``QUICK`` with the command line's changes."""
     setup = dict(QUICK if args.quick else FULL)
     if args.workloads:
         names = args.workloads.split(",")
@@ -512,21 +524,28 @@ def main(argv: list[str] | None = None) -> None:
         setup["seeds"] = [int(seed) for seed in args.seeds.split(",")]
     if args.async_learning_rates:
         setup["async_learning_rates"] = [float(r) for r in args.async_learning_rates.split(",")]
-    began = time.perf_counter()
-    result = {
-        "headline": {},
-        "command": "python benchmarks/async_shared_memory.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
-        "commit": harness.git_commit(),
-        "settings": setup,
-        "workloads": {},
-    }
+    return setup
+
+
+def _study(setup: dict, step_times_only: bool) -> tuple[dict, dict]:
+    """Per workload: the step profile, then (unless ``step_times_only``) the tuned runs and
+    their summary. Returns the headline and the workloads' results."""
+    figures, workloads = {}, {}
     for index, (name, workload) in enumerate(setup["workloads"].items()):
+        prefix = "" if index == 0 else f"{name}_"
         step_times = measure_step_times(workload, setup)
+        if step_times_only:
+            workloads[name] = {"step_times": step_times}
+            figures[prefix + "full_step_cores_busy"] = float(step_times["full_step_cores_busy"])
+            figures[prefix + "restricted_backward_time_saving_c2"] = float(
+                step_times["restricted_time_saving"]
+            )
+            print(name, json.dumps(step_times, indent=1), flush=True)
+            continue
         best, best_momenta, runs, tuning = tune_and_run(name, workload, setup)
         rows = summarise(runs)
-        result["headline"].update(headline(rows, step_times, "" if index == 0 else f"{name}_"))
-        result["workloads"][name] = {
+        figures.update(headline(rows, step_times, prefix))
+        workloads[name] = {
             "best_learning_rates": best,
             "best_momenta": best_momenta,
             "step_times": step_times,
@@ -535,23 +554,41 @@ def main(argv: list[str] | None = None) -> None:
             "tuning_runs": tuning,
         }
         print(markdown_table(name, rows), flush=True)
+    return figures, workloads
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _parser()
+    args = parser.parse_args(argv)  # an unknown or misspelt option is an error, not ignored
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)
+    setup = _setup(args, parser)
+    began = time.perf_counter()
+    command = "python benchmarks/async_shared_memory.py " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    figures, workloads = _study(setup, args.step_times_only)
     machine = (os.cpu_count(), os.getloadavg(), platform.platform(), platform.python_version())
     stem = os.path.join(RESULTS, "async_shared_memory" + ("_quick" if args.quick else ""))
     stem = os.path.splitext(args.output)[0] if args.output else stem
     result = harness.write_results(
         stem + ".json",
-        headline=result.pop("headline"),
-        command=result.pop("command"),
-        **{key: value for key, value in result.items() if key != "commit"},
+        headline=figures,
+        command=command,
+        settings=setup,
+        workloads=workloads,
         # The load at the end, beside the cores: what the updates/s figures ran against.
         machine=dict(
             zip(("cpu_count", "load_average_at_end", "platform", "python"), machine, strict=True)
         ),
         benchmark_seconds=time.perf_counter() - began,
     )
-    plot(result, stem + ".png")
+    if not args.step_times_only:
+        plot(result, stem + ".png")
     print(json.dumps(result["headline"], indent=1))
-    print(f"wrote {stem}.json and {stem}.png in {result['benchmark_seconds']:.0f} s")
+    print(f"wrote {stem}.json in {result['benchmark_seconds']:.0f} s")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,9 @@ def test_quick_run_trains_every_method_on_the_same_examples(quick):
     assert sum(by[("passm_plus", 2)]["block_updates"]) == 14 * 2 + 26
     step_times = workload["step_times"]
     assert len(step_times["block_step_seconds"]) == 2 and step_times["full_step_seconds"] > 0
+    # All threads' CPU seconds per wall second: above 0, at most the machine's cores (+ slack
+    # for the clocks' granularity).
+    assert 0 < step_times["full_step_cores_busy"] <= step_times["cpu_count"] + 0.25
 
 
 def _run(method, c, seed, accuracies, seconds):
@@ -184,3 +187,20 @@ def test_a_bad_update_factor_is_named_with_what_to_give(load_benchmark, capsys):
     assert "--async-updates-factor: got 'twice'; give a positive number or 'c'" in (
         capsys.readouterr().err
     )
+
+
+def test_step_times_only_profiles_without_training_a_study(load_benchmark, tmp_path):
+    output = tmp_path / "profile.json"
+    load_benchmark("async_shared_memory").main(
+        ["--quick", "--step-times-only", f"--output={output}"]
+    )
+    result = json.loads(output.read_text())
+    assert set(result["headline"]) == {
+        "full_step_cores_busy", "restricted_backward_time_saving_c2"
+    }  # fmt: skip
+    (workload,) = result["workloads"].values()
+    assert set(workload) == {"step_times"}  # no runs
+    assert (
+        result["headline"]["full_step_cores_busy"] == workload["step_times"]["full_step_cores_busy"]
+    )
+    assert not output.with_suffix(".png").exists()
