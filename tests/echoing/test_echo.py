@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import echoing
 from echoing import echo
 from echoing._src.echo.echo import MAX_FACTOR
 
@@ -347,3 +348,29 @@ def test_vectorized_on_variable_shapes_says_to_use_auto():
     dataset = tf.data.Dataset.range(1, 4).map(tf.range)
     with pytest.raises(ValueError, match=r'needs fixed-shape dense numeric elements.*"auto"'):
         dataset.apply(echo(2, implementation="vectorized"))
+
+
+@pytest.mark.parametrize("implementation", ["vectorized", "per_element"])
+@pytest.mark.parametrize("live", ["variable", "auto_echo", "meters"])
+def test_an_iterator_over_a_live_factor_or_meters_checkpoints_and_resumes(
+    tmp_path, implementation, live
+):
+    # The factor variable and the meters are external state to tf.data: without the stage's
+    # options the iterator checkpoint failed with "ReadVariableOp is stateful".
+    def make():
+        if live == "auto_echo":
+            stage = echoing.AutoEcho(max_factor=4, initial_factor=2.5).echo(seed=5)
+        elif live == "variable":
+            stage = echo(tf.Variable(2.5), seed=5, implementation=implementation)
+        else:
+            meters = echoing.meters.EchoMeters()
+            stage = echo(2.5, seed=5, implementation=implementation, meters=meters)
+        return tf.data.Dataset.range(40).apply(stage)
+
+    iterator = iter(make())
+    _ = [next(iterator) for _ in range(7)]
+    path = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "ckpt"))
+    continuation = [int(x) for x in iterator]
+    restored = iter(make())
+    tf.train.Checkpoint(iterator=restored).restore(path)
+    assert [int(x) for x in restored] == continuation and len(continuation) > 10

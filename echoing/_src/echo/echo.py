@@ -34,7 +34,7 @@ import numbers
 import tensorflow as tf
 
 from echoing._src.core import dataset_graph
-from echoing._src.core.meters import EchoMeters
+from echoing._src.core.meters import EchoMeters, checkpointable
 from echoing._src.core.types import DatasetTransformation
 from echoing._src.echo.counts import (
     MAX_FACTOR,
@@ -142,6 +142,11 @@ def echo(
             echoed = _echo(dataset, factor, seed, name, implementation, meters)
             if buffer_size is not None:
                 echoed = echoed.shuffle(buffer_size, seed=seed, name=_child(name, "shuffle"))
+        if isinstance(factor, tf.Variable) or meters is not None:
+            # The live factor and the meters are variables, external state to tf.data, which
+            # would refuse to checkpoint the iterator ("ReadVariableOp is stateful"); they are
+            # saved on their own (AutoEcho and EchoMeters are tf.Modules), so it may skip them.
+            echoed = checkpointable(echoed)
         if isinstance(factor, tf.Variable) or factor > 1:
             # So that whoever receives the final dataset (AutoEchoCallback.stamp, the trainer)
             # can tell when the copies reach batch() with no shuffle between.
