@@ -260,3 +260,9 @@ def test_reweighting_multiplies_an_upstream_sample_weight():
     weights = [float(e["sample_weight"]) for e in filtered]
     # An untrained Assistant scores 0.5: keep_prob 0.75, weight 3 / 0.75 = 4.
     np.testing.assert_allclose(weights, 4.0, rtol=1e-5)
+
+
+def test_a_features_key_the_elements_lack_is_named_with_the_keys_they_have():
+    # Before: KeyError: 'feat' at the bottom of a 105-line AutoGraph trace.
+    with pytest.raises(TypeError, match=r"a 'feat' key.*'id'.*'inputs'.*'label'.*set features"):
+        _source(8).apply(assistant_filter(Assistant(2, input_shape=(4,)), features="feat"))

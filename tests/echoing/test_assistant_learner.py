@@ -439,3 +439,16 @@ def test_the_assistant_technique_checkpoints_the_learner_beside_the_assistant(tm
     assert resumed.learner.stats()["threshold"] == pytest.approx(first.learner.stats()["threshold"])
     first.close()
     resumed.close()
+
+
+def test_feedback_on_a_batch_it_cannot_read_names_the_keys_or_the_form():
+    learner = AssistantLearner(Assistant(2, input_shape=(3,)), asynchronous=False)
+    losses = tf.ones([2])
+    with pytest.raises(ValueError, match=r"element\['label'\].*holds \['inputs'\].*label_key="):
+        learner.feedback({"inputs": tf.zeros([2, 3])}, losses)  # before: KeyError: 'label'
+    with pytest.raises(ValueError, match=r"element\['x'\].*holds \['inputs', 'label'\]"):
+        AssistantLearner(Assistant(2, input_shape=(3,)), features="x", asynchronous=False).feedback(
+            {"inputs": tf.zeros([2, 3]), "label": tf.zeros([2], tf.int64)}, losses
+        )
+    with pytest.raises(TypeError, match=r"dict batches.*got a tuple.*lambda x, y"):
+        learner.feedback((tf.zeros([2, 3]), tf.zeros([2], tf.int64)), losses)

@@ -265,3 +265,26 @@ def test_integer_scores_rank_as_numbers():
     batch = {"x": tf.range(4)}
     picked = echoing.select_rows(batch, tf.constant([3, 1, 2, 0], tf.int64), k=2)
     assert picked["x"].numpy().tolist() == [0, 2]
+
+
+def test_sample_rows_weights_stay_unbiased_when_the_scores_sum_past_float32():
+    # Σ s overflows float32 to inf: unscaled, every share was 0 and every weight 1/uniform_mix.
+    scores = tf.constant([3e38, 3e38, 1.0, 1.0])
+    drawn = echoing.sample_rows(_batch(4), scores, 4000, seed=[0, 1])
+    weights, ids = drawn["sample_weight"].numpy(), drawn["id"].numpy()
+    # q = 0.9 · s/Σs + 0.1/4: rows 0 and 1 get 0.475 each, weight 1/(4 · 0.475); rows 2 and 3
+    # only the uniform part, 0.025, weight 10 (before the fix: every row 10).
+    np.testing.assert_allclose(weights[ids <= 1], 1 / (4 * 0.475), rtol=1e-5)
+    np.testing.assert_allclose(weights[ids >= 2], 10, rtol=1e-5)
+    assert 0.93 < np.mean(ids <= 1) < 0.97
+    assert np.mean(weights) == pytest.approx(1.0, abs=0.15)  # E[w] = Σ q · 1/(B q) = 1
+
+
+@pytest.mark.parametrize("select", ["select_rows", "sample_rows"])
+def test_scores_that_are_not_numbers_are_refused_naming_the_dtype(select):
+    call = {
+        "select_rows": lambda s: echoing.select_rows(_batch(2), s, 1),
+        "sample_rows": lambda s: echoing.sample_rows(_batch(2), s, 1, seed=[0, 1]),
+    }[select]
+    with pytest.raises(TypeError, match=rf"{select}: scores must be real numbers.*dtype string"):
+        call(tf.constant(["0.5", "1.0"]))

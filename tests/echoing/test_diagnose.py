@@ -133,3 +133,22 @@ def test_an_unbatched_dataset_is_refused_with_the_fix_for_a_keras_model():
 def test_format_diagnosis_of_something_else_names_what_it_lacks():
     with pytest.raises(ValueError, match=r"lacks \['upstream_seconds', .*echoing\.diagnose\("):
         echoing.format_diagnosis({})
+
+
+def test_format_diagnosis_of_none_names_what_it_expected():
+    with pytest.raises(TypeError, match=r"expected the dict echoing\.diagnose.*got a NoneType"):
+        echoing.format_diagnosis(None)
+
+
+def test_features_without_labels_for_a_model_with_a_loss_are_refused_naming_the_labels():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    features_only = tf.data.Dataset.from_tensor_slices(np.zeros((32, 4), np.float32)).batch(8)
+    # Before: Keras's "None values not supported" in a 63-line trace.
+    with pytest.raises(ValueError, match=r"features alone \(a tensor of shape \(None, 4\)\).*"
+                       r"needs \(features, labels\)"):  # fmt: skip
+        echoing.diagnose(features_only, model, num_steps=2, warmup=0)
+    labelled = tf.data.Dataset.from_tensor_slices(
+        (np.zeros((32, 4), np.float32), np.zeros(32, np.int64))
+    ).batch(8)
+    assert echoing.diagnose(labelled, model, num_steps=2, warmup=0)["ratio"] > 0

@@ -128,6 +128,12 @@ _PAIRS = tf.data.Dataset.from_tensor_slices((X, Y))
             r"made by BatchDataset, which would give one id per batch.*with_ids\(dataset\)\.batch",
         ),
         (_PAIRS.padded_batch(2), {}, ValueError, r"made by PaddedBatchDataset"),
+        (  # batch() then map(): accepted before, one id per batch of inputs shaped (None, ...)
+            _PAIRS.batch(4).map(lambda x, y: (x * 2, y)).filter(lambda x, y: True),
+            {},
+            ValueError,
+            r"made by a batch\(\) further up the pipeline, which would give one id per batch",
+        ),
         (
             _PAIRS.shuffle(4).prefetch(1),
             {},

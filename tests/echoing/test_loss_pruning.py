@@ -399,3 +399,63 @@ def test_a_group_that_straddles_an_epoch_end_is_decided_by_each_epoch():
     first, second = ids[: ids.index(99) + 1], ids[ids.index(99) + 1 :]
     assert sorted(second) == list(range(100))  # the annealing epoch: everything
     assert 50 <= len(first) < 100  # the first epoch pruned easy ones (p(none) = 2**-50)
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        lambda: echoing.echo(2),
+        lambda: echoing.echo(2, buffer_size=50, seed=0),
+        lambda: echoing.AutoEcho(max_factor=4, initial_factor=2).echo(),
+    ],
+    ids=["echo", "echo_shuffled", "auto_echo"],
+)
+def test_pruning_after_echo_with_the_default_epoch_is_refused_naming_both_fixes(echo):
+    # Each pass brings every id twice: the default epoch (the table's 100) would make a pass
+    # count as two pruning epochs, refreshing thresholds mid-pass and annealing early.
+    echoed = _ids(100).apply(echo()).map(lambda element: element)
+    with pytest.raises(ValueError, match=r"loss_prune reads the output of an echo stage") as info:
+        echoed.apply(echoing.loss_prune(echoing.LossTable(100), num_epochs=4, seed=0))
+    assert "Prune before echo" in str(info.value) and "examples_per_epoch" in str(info.value)
+
+
+def test_pruning_before_echo_or_with_the_epoch_given_is_accepted():
+    table = echoing.LossTable(100)
+    before = _ids(100).apply(echoing.loss_prune(table, num_epochs=4, seed=0)).apply(echoing.echo(2))
+    assert len(list(before)) == 200
+    stage = echoing.loss_prune(table, num_epochs=4, examples_per_epoch=200, seed=0)
+    list(_ids(100).apply(echoing.echo(2)).apply(stage))
+    assert float(stage.epochs_read()) == pytest.approx(1.0)  # one pass of 200 inputs: one epoch
+
+
+@pytest.mark.parametrize("method", ["read", "epoch_ids"])
+def test_a_batch_larger_than_the_epoch_with_drop_remainder_is_refused(method):
+    stage = echoing.loss_prune(echoing.LossTable(10), num_epochs=2, seed=0)
+    call = {
+        "read": lambda: stage.read({"x": np.zeros((10, 2))}, batch_size=16, drop_remainder=True),
+        "epoch_ids": lambda: stage.epoch_ids(batch_size=16, drop_remainder=True),
+    }[method]
+    # Every batch would be dropped: fit trained nothing, with only Keras's "ran out of data".
+    with pytest.raises(ValueError, match=rf"LossPruning.{method}\(batch_size=16, drop_remainder"):
+        call()
+    assert len(list(stage.read({"x": np.zeros((10, 2))}, batch_size=16))) == 1  # kept whole
+
+
+def test_a_reserved_source_key_names_the_reader_that_adds_it():
+    stage = echoing.loss_prune(echoing.LossTable(4), num_epochs=2, seed=0)
+    match = r"source key 'id' is reserved.*loss_prune\(\.\.\.\)\.read"
+    with pytest.raises(ValueError, match=match):
+        stage.read({"x": np.zeros(4), "id": np.arange(4)}, batch_size=2)
+
+
+@pytest.mark.parametrize("make", [echoing.LossTable, echoing.FeedbackInbox])
+def test_update_errors_name_the_class_they_were_called_on(make):
+    table = make(4)
+    name = type(table).__name__
+    with pytest.raises(ValueError, match=rf"^{name}.update got ids outside \[0, 4\): \[9\]"):
+        table.update([9], [1.0])
+    with pytest.raises(ValueError, match=rf"^{name}.update got 2 ids and 1 losses"):
+        table.update([0, 1], [1.0])
+    with pytest.raises(TypeError, match=rf"^{name}.update: losses must be real numbers.*string"):
+        table.update([0], ["0.5"])
+    assert not table.seen.numpy().any()

@@ -142,9 +142,9 @@ def select_features(element: Mapping[str, Any], features: FeatureSelector) -> tf
       features: ``None`` (use ``"inputs"``), a key of the element, or a function of the element.
     """
     if features is None:
-        return element["inputs"]
+        return _entry(element, "inputs", "features")
     if isinstance(features, str):
-        return element[features]
+        return _entry(element, features, "features")
     return features(element)
 
 
@@ -152,8 +152,25 @@ def labels_of(element: Mapping[str, Any], label_key: str | None, features: tf.Te
     """``element[label_key]``, or int32 zeros (one per row of ``features``) when the examples
     have no class (``label_key=None``, e.g. text for a language model)."""
     if label_key is not None:
-        return element[label_key]
+        return _entry(element, label_key, "label_key")
     return tf.zeros(tf.shape(features)[:1], tf.int32)
+
+
+def _entry(element, key: str, argument: str):
+    """``element[key]``, or an error naming the keys there are and the argument that picks it
+    (a bare KeyError, or "tuple indices must be integers", says neither)."""
+    if not isinstance(element, Mapping):
+        raise TypeError(
+            f"the Assistant reads dict batches such as {{'inputs': ..., 'label': ...}}, got a "
+            f"{type(element).__name__}; map them first, e.g. "
+            "dataset.map(lambda x, y: {'inputs': x, 'label': y})."
+        )
+    if key not in element:
+        raise ValueError(
+            f"the Assistant reads element[{key!r}], but the batch holds {sorted(element)}; set "
+            f"{argument}= to one of those, or add {key!r} to the batch."
+        )
+    return element[key]
 
 
 def check_feature_selector(features: FeatureSelector, caller: str) -> None:

@@ -94,6 +94,9 @@ class AssistantFilter:
         if self.label_key is not None:
             grouping.require_key(spec, self.label_key, "assistant_filter", "label_key")
             _require_examples(spec, self.label_key)
+        if self.features is None or isinstance(self.features, str):
+            # Checked here: in the map below a missing key is a KeyError deep in AutoGraph.
+            grouping.require_key(spec, self.features or "inputs", "assistant_filter", "features")
         feature_spec = dataset.map(lambda e: select_features(e, self.features)).element_spec
         if not isinstance(feature_spec, tf.TensorSpec):
             raise TypeError(

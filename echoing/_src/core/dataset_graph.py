@@ -110,6 +110,27 @@ def echo_feeds_batch(dataset: tf.data.Dataset) -> bool:
         return False
 
 
+def echo_upstream(dataset: tf.data.Dataset) -> bool:
+    """Whether an ``echoing.echo`` stage (factor above 1, or live) comes before ``dataset``
+    through stages that pass its copies on (``map``, ``shuffle``, ``batch``, ``unbatch``, ...),
+    so that each pass over the data brings an example more than once. Stages it does not know
+    end the search along their branch."""
+    try:
+        kinds = _kinds()
+        known = kinds.transparent | kinds.shuffle | kinds.batch | kinds.unbatch
+        pending, walked = [dataset], 0
+        while pending and walked < _MAX_STAGES:
+            node = pending.pop()
+            walked += 1
+            if getattr(node, _ECHO_ATTRIBUTE, None) is not None:
+                return True
+            if type(node) in known:
+                pending.extend(node._inputs())
+        return False
+    except Exception:
+        return False
+
+
 def warn_if_echo_feeds_batch(dataset: tf.data.Dataset, *, fix: str, stacklevel: int = 2) -> None:
     """One ``UserWarning`` when ``echo_feeds_batch(dataset)``, naming ``fix`` as the remedy."""
     if echo_feeds_batch(dataset):

@@ -26,7 +26,7 @@ weights and optimizer state are unchanged; or pass your own ``step(batch)`` call
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import keras
 import tensorflow as tf
@@ -116,6 +116,7 @@ def diagnose(
     _check_counts(num_steps, warmup, max_seconds)
     step = _step_function(model_or_step)
     _require_batched(dataset, model_or_step)
+    _require_labels(dataset, model_or_step)
     upstream = seconds_per_batch(
         dataset, num_batches=num_steps, warmup=warmup, max_seconds=max_seconds
     )
@@ -134,6 +135,11 @@ def diagnose(
 def format_diagnosis(report: dict[str, float]) -> str:
     """The report as two lines a person reads."""
     keys = ("upstream_seconds", "downstream_seconds", "ratio", "input_wait_fraction", "echo_factor")
+    if not isinstance(report, Mapping):
+        raise TypeError(
+            f"format_diagnosis: expected the dict echoing.diagnose(dataset, model) returns, got "
+            f"{_kind(report)}."
+        )
     missing = [key for key in keys if key not in report]
     if missing:
         raise ValueError(
@@ -198,6 +204,29 @@ def _require_batched(dataset: tf.data.Dataset, model) -> None:
             f"{tuple(shape)}), but the model takes batches of shape {expected}; pass the "
             "batched pipeline that feeds training, e.g. dataset.batch(32)."
         )
+
+
+def _require_labels(dataset: tf.data.Dataset, model) -> None:
+    """Refuses features alone for a model compiled with a loss: its train step would fail with
+    Keras's "None values not supported", which never names the missing labels."""
+    if not isinstance(model, keras.Model) or getattr(model, "loss", None) is None:
+        return  # a step of the caller's own, or a model whose losses are its own (add_loss)
+    spec = dataset.element_spec
+    if isinstance(spec, tuple) and len(spec) >= 2:
+        return
+    raise ValueError(
+        f"diagnose: the dataset's elements are features alone ({_spec_kind(spec)}), but the "
+        "model is compiled with a loss, so a train step needs (features, labels); pass the "
+        "dataset fit trains on, e.g. tf.data.Dataset.from_tensor_slices((x, y)).batch(64)."
+    )
+
+
+def _spec_kind(spec) -> str:
+    if isinstance(spec, tf.TensorSpec):
+        return f"a tensor of shape {tuple(spec.shape)}"
+    if isinstance(spec, dict):
+        return f"a dict of {sorted(spec)}"
+    return f"a {type(spec).__name__}"
 
 
 def _step_function(model_or_step) -> Callable[[object], object]:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from echoing._src.core.checks import is_int
-from echoing._src.core.dataset_graph import is_echo_output
+from echoing._src.core.dataset_graph import comes_out_of_batch, is_echo_output
 
 # Element-preserving transformations seen through when looking for a batch, by class name.
 _SAME_ELEMENTS = frozenset(
@@ -78,9 +78,9 @@ def with_ids(
     structure (a dict of features, a tuple of inputs). Ids are int64 scalars: positions in the
     dataset, so apply ``with_ids`` before shuffling, and give a table ``start + n`` rows.
 
-    Only what the element structure shows can be checked: a dataset batched just before (even
-    behind ``prefetch``, ``shuffle``, ``repeat`` …) is refused, one batched earlier in a longer
-    pipeline is not, and would get one id per batch. Add ids first, batch after.
+    A dataset batched before (even behind ``prefetch``, ``shuffle``, ``map``, ``filter`` …) is
+    refused; one batched behind a stage the check cannot see through (``flat_map``,
+    ``interleave``) is not, and would get one id per batch. Add ids first, batch after.
 
     Args:
       dataset: unbatched, with ``(x, y)`` or ``(x, y, sample_weight)`` tuple elements, e.g.
@@ -210,7 +210,8 @@ def _batched_by(dataset: tf.data.Dataset) -> str | None:
         name = type(stage).__name__.lstrip("_")
         if name in _BATCHES:
             return name
-    return None
+    # Further back, through map and filter (batch().map(...) gives one id per batch too).
+    return "a batch() further up the pipeline" if comes_out_of_batch(dataset) else None
 
 
 def _reordered_by(dataset: tf.data.Dataset) -> str | None:

@@ -75,17 +75,24 @@ class LossTable(tf.Module):
           ValueError: ids and losses of different sizes, or an id outside ``[0, num_examples)``
             (eagerly; inside a ``tf.function`` the same checks raise InvalidArgumentError).
         """
-        ids = integer_ids(ids, "LossTable.update")
-        losses = tf.reshape(tf.cast(tf.convert_to_tensor(losses), tf.float32), [-1])
+        caller = f"{type(self).__name__}.update"  # a FeedbackInbox's errors name it
+        ids = integer_ids(ids, caller)
+        losses = tf.convert_to_tensor(losses)
+        if not (losses.dtype.is_floating or losses.dtype.is_integer):
+            raise TypeError(
+                f"{caller}: losses must be real numbers, one per id (the per-example losses, "
+                f"unreduced), got dtype {losses.dtype.name}."
+            )
+        losses = tf.reshape(tf.cast(losses, tf.float32), [-1])
         if tf.executing_eagerly():
-            self._check_eagerly(ids.numpy(), losses.shape[0])
+            self._check_eagerly(caller, ids.numpy(), losses.shape[0])
             checks = []
         else:
             checks = [
                 tf.debugging.assert_equal(
-                    tf.size(ids), tf.size(losses), message="LossTable.update: ids and losses"
+                    tf.size(ids), tf.size(losses), message=f"{caller}: ids and losses"
                 ),
-                *self.range_checks(ids, "LossTable.update"),
+                *self.range_checks(ids, caller),
             ]
         with tf.control_dependencies(checks):
             finite = tf.math.is_finite(losses)
@@ -123,16 +130,16 @@ class LossTable(tf.Module):
             tf.debugging.assert_less(ids, tf.constant(self.num_examples, tf.int64), message),
         ]
 
-    def _check_eagerly(self, ids: np.ndarray, num_losses: int) -> None:
+    def _check_eagerly(self, caller: str, ids: np.ndarray, num_losses: int) -> None:
         if ids.size != num_losses:
             raise ValueError(
-                f"LossTable.update got {ids.size} ids and {num_losses} losses; pass one loss per "
+                f"{caller} got {ids.size} ids and {num_losses} losses; pass one loss per "
                 "id (the per-example losses of the rows trained on, unreduced)."
             )
         bad = ids[(ids < 0) | (ids >= self.num_examples)]
         if bad.size:
             raise ValueError(
-                f"LossTable.update got ids outside [0, {self.num_examples}): "
+                f"{caller} got ids outside [0, {self.num_examples}): "
                 f"{bad[:5].tolist()}{' ...' if bad.size > 5 else ''}. The table was built for "
                 f"{self.num_examples} examples; build it with num_examples = the data set size."
             )

@@ -297,8 +297,8 @@ def _selected_keys(available: list[str], keys: Sequence[str] | None) -> list[str
     for key in selected:
         if key in RESERVED_KEYS:
             raise ValueError(
-                f"source key {key!r} is reserved: priority_sample adds {RESERVED_KEYS} itself "
-                "(the id of an example is its row / record index). Leave it out with "
-                "keys=(...) or rename that entry."
+                f"source key {key!r} is reserved: reading by id (priority_sample, "
+                f"loss_prune(...).read) adds {RESERVED_KEYS} itself (the id of an example is "
+                "its row / record index). Leave it out with keys=(...) or rename that entry."
             )
     return selected

@@ -52,7 +52,7 @@ def select_rows(batch: dict, scores: tf.Tensor, k: int) -> dict:
             f"select_rows(batch=...): expected a non-empty dict of tensors sharing their first "
             f"axis, got {_describe(batch)}."
         )
-    scores = tf.convert_to_tensor(scores)
+    scores = _numeric_scores("select_rows", scores)
     size = _static_rows("select_rows", batch, scores)
     if size is not None and k > size:
         raise ValueError(
@@ -131,11 +131,14 @@ def sample_rows(
             "each weight 1/(B·q) by 1/uniform_mix."
         )
     seed = _checked_seed(seed)
-    scores = tf.convert_to_tensor(scores)
+    scores = _numeric_scores("sample_rows", scores)
     _static_rows("sample_rows", batch, scores)
     with tf.control_dependencies(_run_time_checks("sample_rows", batch, scores)):
         scores = tf.cast(scores, tf.float32)
     usable = tf.where(tf.math.is_finite(scores), tf.maximum(scores, 0.0), 0.0)
+    # Scaled by the largest first: a sum of scores near float32's limit would overflow to inf,
+    # every share would become 0, and every weight 1/uniform_mix (q is scale-free anyway).
+    usable = tf.math.divide_no_nan(usable, tf.reduce_max(usable))
     size = tf.cast(tf.shape(usable)[0], tf.float32)
     total = tf.reduce_sum(usable)
     # All scores 0: the uniform distribution (and weight 1 for every row).
@@ -148,6 +151,18 @@ def sample_rows(
     drawn = {key: tf.gather(value, index) for key, value in batch.items()}
     drawn["sample_weight"] = tf.math.reciprocal(size * tf.gather(probability, index))
     return drawn
+
+
+def _numeric_scores(caller: str, scores) -> tf.Tensor:
+    """``scores`` as a tensor, refused unless real numbers (a string or complex one would reach
+    the user as TensorFlow's "Cast string to float is not supported")."""
+    scores = tf.convert_to_tensor(scores)
+    if not (scores.dtype.is_floating or scores.dtype.is_integer):
+        raise TypeError(
+            f"{caller}: scores must be real numbers, one per row (e.g. per-example losses), got "
+            f"dtype {scores.dtype.name}; convert them first, e.g. tf.strings.to_number(scores)."
+        )
+    return scores
 
 
 def _static_rows(caller: str, batch: dict, scores: tf.Tensor) -> int | None:

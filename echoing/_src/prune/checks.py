@@ -10,6 +10,33 @@ def check_batch_size(method: str, batch_size) -> None:
         raise ValueError(f"LossPruning.{method}(batch_size={batch_size!r}): expected an int >= 1.")
 
 
+def check_read_source(num_examples: int, table_size: int) -> None:
+    """``LossPruning.read``'s source holds one example per id of the table."""
+    if num_examples == 0:
+        raise ValueError(
+            "LossPruning.read: the source is empty (0 examples); give it the training "
+            f"examples, one per id of the loss table (LossTable({table_size}) holds "
+            f"{table_size})."
+        )
+    if num_examples != table_size:
+        raise ValueError(
+            f"LossPruning.read: the source holds {num_examples} examples and the loss table "
+            f"{table_size}; build the table with LossTable({num_examples}) so that id i is "
+            "example i."
+        )
+
+
+def check_batch_fits(method: str, batch_size: int, drop_remainder: bool, size: int) -> None:
+    """With ``drop_remainder``, a batch larger than the epoch would drop every example."""
+    if drop_remainder and batch_size > size:
+        raise ValueError(
+            f"LossPruning.{method}(batch_size={batch_size}, drop_remainder=True): an epoch holds "
+            f"at most {size} examples (fewer once pruned), so every batch would be dropped and "
+            f"training would see none; use a batch_size well below {size} (a pruned epoch keeps "
+            "about 1 - prune_ratio/2 of them), or drop_remainder=False."
+        )
+
+
 def check_number(arg, value, low, high, interval, *, upper_open) -> None:
     require(
         is_real(value) and in_interval(value, low, high, high_open=upper_open),

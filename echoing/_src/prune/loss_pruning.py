@@ -55,7 +55,12 @@ from echoing._src.core import meters
 from echoing._src.core.checks import is_positive_int, is_seed, require
 from echoing._src.core.loss_table import LossTable, _host_variable
 from echoing._src.core.sources import random_access_source
-from echoing._src.prune.checks import check_batch_size, check_number
+from echoing._src.prune.checks import (
+    check_batch_fits,
+    check_batch_size,
+    check_number,
+    check_read_source,
+)
 from echoing._src.prune.stream import StreamPruning
 from echoing._src.prune.trained import TrainedEpochs
 
@@ -174,6 +179,7 @@ class LossPruning(StreamPruning, tf.Module):
         universe = self._universe(ids)
         if batch_size is not None:
             check_batch_size("epoch_ids", batch_size)
+            check_batch_fits("epoch_ids", batch_size, drop_remainder, int(universe.shape[0]))
 
         width = batch_size or _CHUNK  # ids per chunk cut from the epoch's order
         chunks_at_most = -(-int(universe.shape[0]) // width)
@@ -262,19 +268,10 @@ class LossPruning(StreamPruning, tf.Module):
         """
         if not hasattr(source, "gather"):
             source = random_access_source(source)
-        if source.num_examples == 0:
-            raise ValueError(
-                "LossPruning.read: the source is empty (0 examples); give it the training "
-                f"examples, one per id of the loss table (LossTable({self.table.num_examples}) "
-                f"holds {self.table.num_examples})."
-            )
-        if source.num_examples != self.table.num_examples:
-            raise ValueError(
-                f"LossPruning.read: the source holds {source.num_examples} examples and the "
-                f"loss table {self.table.num_examples}; build the table with "
-                f"LossTable({source.num_examples}) so that id i is example i."
-            )
+        check_read_source(source.num_examples, self.table.num_examples)
         check_batch_size("read", batch_size)
+        size = source.num_examples if ids is None else len(np.asarray(ids))
+        check_batch_fits("read", batch_size, drop_remainder, size)
         # Whole batches of ids from the epoch's order, then one gather per batch and key.
         return self.epoch_ids(ids, batch_size=batch_size, drop_remainder=drop_remainder).map(
             lambda batch: {**source.gather(batch["id"]), **batch}, name=f"{self.name}_read"

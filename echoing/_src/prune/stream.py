@@ -24,7 +24,7 @@ import warnings
 
 import tensorflow as tf
 
-from echoing._src.core import grouping, meters
+from echoing._src.core import dataset_graph, grouping, meters
 
 
 class StreamPruning:
@@ -44,6 +44,15 @@ class StreamPruning:
             raise TypeError(
                 f"loss_prune: element[{self.id_key!r}] must be a scalar integer id, got "
                 f"{spec[self.id_key]}; insert the stage before batch()."
+            )
+        if not self.epoch_size_given and dataset_graph.echo_upstream(dataset):
+            raise ValueError(
+                "loss_prune reads the output of an echo stage, so each pass brings every example "
+                "e times; with examples_per_epoch at its default (the loss table's "
+                f"{self.examples_per_epoch} examples) each pass would count as e pruning epochs: "
+                "thresholds would refresh mid-pass and the anneal start early. Prune before "
+                "echo: ds.apply(loss_prune(...)).apply(echo(e)) (echo then repeats the kept "
+                "examples), or give examples_per_epoch = e × the examples per pass."
             )
         self._check_epoch_size(int(dataset.cardinality()))
         kept = (
