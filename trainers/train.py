@@ -35,7 +35,9 @@ The console shows the progress bar (on a terminal), evaluations and the summary;
 checkpoint; Ctrl-C or SIGTERM save one at the step reached first (exit status 130 / 143).
 A value that cannot work (a config field out of range, a train split smaller than one batch, a
 workdir without a checkpoint for ``--eval_only``) ends the binary with one line, ``error: ...``
-naming the flag to change, and exit status 1 (``--verbose`` shows the traceback too). A config's
+naming the flag to change, and exit status 1 (``--verbose`` shows the traceback too); a mistake
+in the command line itself (an unknown flag, a value of the wrong kind, a ``--config`` file that
+does not exist) is one line ``error: --FLAG: ...`` with exit status 2 (``parse_flags``). A config's
 warm-up that would take a quarter of a run made shorter (``--config.num_steps``) or more becomes
 a tenth of the run, in one line, unless ``--config.warmup_steps`` is given
 (``trainers.run_config.scale_warmup``). Image folders: the run prints the classes and the images
@@ -53,7 +55,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import shlex
 import signal
 import sys
@@ -106,11 +107,20 @@ _STRATEGY = flags.DEFINE_string(
     None,
     f"One of {', '.join(strategies.NAMES)}; overrides config.strategy (see the module doc).",
 )
-flags.register_validator(
-    "strategy",
-    lambda name: name is None or name in strategies.NAMES,
-    message=f"--strategy must be one of {', '.join(strategies.NAMES)}, e.g. --strategy=mirrored.",
-)
+
+
+def _check_strategy(name: str | None) -> bool:
+    """``--strategy``'s validator; its message names the value given (absl prints it as
+    ``flag --strategy=VALUE: MESSAGE``, which ``parse_flags`` turns into one line)."""
+    if name is None or name in strategies.NAMES:
+        return True
+    raise flags.ValidationError(
+        f"{name!r} is not a strategy; use one of {', '.join(strategies.NAMES)}, "
+        "e.g. --strategy=mirrored"
+    )
+
+
+flags.register_validator("strategy", _check_strategy)
 _SERVE = flags.DEFINE_string(
     "serve",
     None,
@@ -360,35 +370,21 @@ def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) 
 
 
 def parse_flags(argv: list[str]) -> list[str]:
-    """absl's flag parsing, with a config key that does not exist (``--config.num_step=20``) in
-    one line naming the flag and ml_collections' suggestion, and a config argument the config
-    file refuses (``configs/mnist1d.py:bogus=1``) in one line, instead of their tracebacks."""
-    try:
-        return flags.FLAGS(argv)
-    except flags.IllegalFlagValueError as error:
-        # The config file refused its argument (configs/*.py:ARGS): its own error's last line.
-        text = str(error)
-        if "Error whilst parsing config file" not in text:
-            raise
-        last = [line for line in text.splitlines() if line.strip()][-1]
-        reason = re.sub(r"^\w+(Error|Exception): ", "", last)
-        print(f"error: --config: {reason}", file=sys.stderr)
-        sys.exit(2)
-    except (AttributeError, KeyError) as error:
-        text = str(error).encode().decode("unicode_escape")
-        key = re.search(r"'([^']+)'", text)
-        if key is None:
-            raise
-        given = [arg.split("=")[0] for arg in argv if arg.startswith("--config.")]
-        flag = next((arg for arg in given if arg.endswith(f".{key.group(1)}")), "--config.?")
-        suggestion = re.search(r'Did you mean "([^"]+)"', text)
-        hint = (
-            f"; did you mean {flag[: -len(key.group(1))]}{suggestion.group(1)}?"
-            if suggestion
-            else ""
-        )
-        print(f"error: {flag}: the config has no key {key.group(1)!r}{hint}", file=sys.stderr)
-        sys.exit(2)
+    """absl's flag parsing; a mistake in the command line (a config file that does not exist,
+    an unknown flag, a value that is not of its flag's kind or that a validator refuses, a
+    config key that does not exist, a config argument the config file refuses) ends the binary
+    with one line, ``error: --FLAG: what was wrong; how to fix``, and exit status 2, instead of
+    absl's or ml_collections' traceback (``console.flag_mistake``)."""
+    mistake = console.missing_config_file(argv)
+    if mistake is None:
+        try:
+            return flags.FLAGS(argv)
+        except (flags.Error, AttributeError, KeyError) as error:
+            mistake = console.flag_mistake(error, argv)
+            if mistake is None:
+                raise
+    print(f"error: {mistake}", file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

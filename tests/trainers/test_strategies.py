@@ -149,7 +149,9 @@ def _one_line_exit(capsys) -> tuple[int, str]:
 def test_the_strategy_flag_is_validated_when_parsed(mnist1d_config_path, monkeypatch):
     argv = ["train", f"--config={mnist1d_config_path}:smoke", "--workdir=/x", "--strategy=gpu"]
     monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(flags.IllegalFlagValueError, match="--strategy must be one of default"):
+    with pytest.raises(
+        flags.IllegalFlagValueError, match="'gpu' is not a strategy; use one of default"
+    ):
         flags.FLAGS(argv)
 
 

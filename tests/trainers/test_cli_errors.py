@@ -1,0 +1,119 @@
+"""Mistakes on the binary's command line end it with one line, ``error: --FLAG: what was wrong;
+how to fix``, and exit status 2, instead of absl's or ml_collections' traceback (issue 33)."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from trainers import train
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIGS = sorted(
+    name for name in os.listdir(os.path.join(REPOSITORY, "configs")) if name.endswith(".py")
+)
+
+
+def _parse_error(argv, parse_binary_flags, capsys) -> str:
+    """``train.parse_flags(argv)``, which must exit 2; returns the one line it printed."""
+    parse_binary_flags(argv, parse=False)
+    with pytest.raises(SystemExit) as raised:
+        train.parse_flags(argv)
+    shown = capsys.readouterr().err.strip()
+    assert raised.value.code == 2, shown
+    assert len(shown.splitlines()) == 1 and "Traceback" not in shown, shown
+    return shown
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        (
+            "--config.num_steps=2.5",
+            r"^error: --config\.num_steps: '2\.5' is not a whole number; give one, "
+            r"e\.g\. --config\.num_steps=20$",
+        ),
+        (
+            "--config.learning_rate=abc",
+            r"^error: --config\.learning_rate: 'abc' is not a number; give one, "
+            r"e\.g\. --config\.learning_rate=[0-9.e-]+$",
+        ),
+        (
+            "--strategy=foo",
+            r"^error: --strategy: 'foo' is not a strategy; use one of default, mirrored, "
+            r"multi_worker, tpu, parameter_server, e\.g\. --strategy=mirrored$",
+        ),
+        (
+            "--bogus_flag",
+            r"^error: --bogus_flag: no such flag; python -m trainers\.train --helpshort lists "
+            r"them$",
+        ),
+        ("--eval_onyl", r"^error: --eval_onyl: no such flag; did you mean --eval_only\?$"),
+        (
+            "--eval_only=maybe",
+            r"^error: --eval_only: 'maybe' is not true or false; write --eval_only=true or "
+            r"--eval_only=false$",
+        ),
+        (
+            "--config.progress_bar=sometimes",
+            r"^error: --config\.progress_bar: 'sometimes' is not true or false; write "
+            r"--config\.progress_bar=true or --config\.progress_bar=false$",
+        ),
+    ],
+)
+def test_a_flag_mistake_is_one_line_naming_the_flag_and_the_fix(
+    flag, message, mnist1d_config_path, parse_binary_flags, capsys
+):
+    argv = ["train", f"--config={mnist1d_config_path}:smoke", "--workdir=/x", flag]
+    shown = _parse_error(argv, parse_binary_flags, capsys)
+    assert re.search(message, shown), shown
+
+
+def test_a_config_file_that_does_not_exist_is_named_with_the_configs_there_are(
+    parse_binary_flags, capsys, monkeypatch
+):
+    monkeypatch.chdir(REPOSITORY)
+    argv = ["train", "--config=configs/nope.py:smoke", "--workdir=/x"]
+    assert _parse_error(argv, parse_binary_flags, capsys) == (
+        "error: --config: no config file 'configs/nope.py'; the configs in configs/ are "
+        f"{', '.join(CONFIGS)}, e.g. --config=configs/mnist1d.py"
+    )
+
+
+def test_a_config_path_relative_to_another_directory_lists_the_configs_by_full_path(
+    parse_binary_flags, capsys, monkeypatch, tmp_path
+):
+    monkeypatch.chdir(tmp_path)  # configs/mnist1d.py exists, but not from here
+    argv = ["train", "--config", "configs/mnist1d.py", "--workdir=/x"]
+    configs = os.path.join(REPOSITORY, "configs")
+    assert _parse_error(argv, parse_binary_flags, capsys) == (
+        f"error: --config: no config file 'configs/mnist1d.py'; the configs in {configs}/ are "
+        f"{', '.join(CONFIGS)}, e.g. --config={configs}/mnist1d.py"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags_given", "message"),
+    [
+        (["--config=configs/nope.py"], "error: --config: no config file 'configs/nope.py'; "),
+        (
+            ["--config=configs/mnist1d.py:smoke", "--config.num_steps=2.5"],
+            "error: --config.num_steps: '2.5' is not a whole number; ",
+        ),
+    ],
+)
+def test_the_binary_prints_a_flag_mistake_as_one_line_without_a_traceback(
+    flags_given, message, tmp_path
+):
+    result = subprocess.run(
+        [sys.executable, "-m", "trainers.train", *flags_given, f"--workdir={tmp_path}"],
+        capture_output=True,
+        text=True,
+        cwd=REPOSITORY,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().startswith(message), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
