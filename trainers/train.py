@@ -275,6 +275,15 @@ def data_check_message(message: str) -> str | None:
 _DATA_CHECK_MARKERS = ("data config", "data.num_classes")
 
 
+# A run of either trainer that fails so ends with one line and exit status 1: what failed and
+# what is intact, which run holds the workdir, or why the loss diverged (their messages say).
+_RUN_FAILURES = (
+    checkpointing.CheckpointSaveError,
+    workdir_lock.WorkdirInUseError,
+    experiment.TrainingDiverged,
+)
+
+
 class _Terminated(KeyboardInterrupt):
     """SIGTERM, turned into an interrupt so the run saves a checkpoint as for Ctrl-C."""
 
@@ -294,13 +303,7 @@ def _run_resumably(config, workdir: str) -> None:
             file=sys.stderr,
         )
         sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
-    except (
-        checkpointing.CheckpointSaveError,
-        workdir_lock.WorkdirInUseError,
-        experiment.TrainingDiverged,
-    ) as error:
-        # One line: what failed and what is intact, which run holds the workdir, or why the
-        # loss diverged.
+    except _RUN_FAILURES as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
 
@@ -334,7 +337,8 @@ def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) 
     parameter-server cluster instead. Under a synchronous strategy the asynchronous modes fall
     back to synchronous SGD with a logged warning (``passm.experiment.train_and_evaluate``).
     Ctrl-C or SIGTERM save a checkpoint at the end of the current evaluation interval (exit
-    status 130 / 143), as for the synchronous loop; the same command resumes.
+    status 130 / 143), as for the synchronous loop; the same command resumes. A diverged loss, a
+    workdir in use or a checkpoint that cannot be saved ends it with one line, exit status 1.
     """
     from trainers.passm import experiment as async_experiment
     from trainers.passm import phased
@@ -354,6 +358,9 @@ def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) 
         # One clear line instead of a gRPC traceback; exit status 3 tells scripts to resume.
         print(f"error: {error}", file=sys.stderr)
         sys.exit(3)
+    except _RUN_FAILURES as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
     except experiment.RunInterrupted as interrupted:
         terminated = isinstance(interrupted.__cause__, _Terminated)
         print(

@@ -1,5 +1,6 @@
 """Mistakes on the binary's command line end it with one line, ``error: --FLAG: what was wrong;
-how to fix``, and exit status 2, instead of absl's or ml_collections' traceback (issue 33)."""
+how to fix``, and exit status 2, instead of absl's or ml_collections' traceback; a run that
+diverges ends with one line and exit status 1, on either trainer (issue 33)."""
 
 import os
 import re
@@ -11,6 +12,7 @@ import pytest
 from trainers import train
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PASSM = os.path.join(REPOSITORY, "configs", "passm.py")
 CONFIGS = sorted(
     name for name in os.listdir(os.path.join(REPOSITORY, "configs")) if name.endswith(".py")
 )
@@ -117,3 +119,26 @@ def test_the_binary_prints_a_flag_mistake_as_one_line_without_a_traceback(
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().startswith(message), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_diverged_asynchronous_run_is_one_line_as_a_synchronous_one(
+    tmp_path, capsys, monkeypatch, parse_binary_flags
+):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    argv = [
+        "train",
+        f"--config={PASSM}:smoke",
+        f"--workdir={tmp_path}",
+        "--config.learning_rate=1e12",
+    ]
+    parse_binary_flags(argv)
+    with pytest.raises(SystemExit) as raised:
+        train.main(["train"])
+    shown = capsys.readouterr().err.strip()
+    assert raised.value.code == 1, shown
+    assert "Traceback" not in shown
+    assert re.match(
+        r"error: the training loss is (nan|-?inf) in the steps up to \d+: training diverged\. "
+        r"Lower the learning rate \(--config\.learning_rate",
+        shown.splitlines()[-1],
+    ), shown
