@@ -12,7 +12,8 @@ Example::
     manager.save(checkpoint_number=10)
 
 The restore is strict: every object the run has built must match the checkpoint, so a workdir
-written by another model or pipeline fails with a ``ValueError`` that says so, instead of
+written by another model, pipeline or data set fails with a ``CheckpointRestoreError`` (a
+``ValueError``) that says so, naming the variable that does not fit and both shapes, instead of
 silently training from a half-restored state. A newest checkpoint that cannot be read (a
 truncated data file, a garbled index: a kill or a full disk during a save) is named as such on
 stderr and the next older one is restored instead. A save cut short (a kill, a full disk)
@@ -51,6 +52,10 @@ def make_manager(directory: str, *, max_to_keep: int, **objects) -> tf.train.Che
     _remove_unfinished_saves(directory)
     checkpoint = tf.train.Checkpoint(**objects)
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
+
+
+class CheckpointRestoreError(ValueError):
+    """The workdir's checkpoints do not fit this run's objects, or none of them can be read."""
 
 
 class CheckpointSaveError(RuntimeError):
@@ -109,9 +114,9 @@ def restore_latest(
       The restored checkpoint's path, or None when the directory holds no checkpoint.
 
     Raises:
-      ValueError: the checkpoint does not fit the objects being restored (another model, another
-        optimizer, another pipeline), or none of the checkpoints kept can be read; the message
-        names them and how to proceed.
+      CheckpointRestoreError: the checkpoint does not fit the objects being restored (another
+        model, optimizer, pipeline or data set size), or none of the checkpoints kept can be
+        read; the message names them and how to proceed.
     """
     paths = list(reversed(manager.checkpoints)) or [manager.latest_checkpoint]
     if paths == [None]:
@@ -129,19 +134,44 @@ def restore_latest(
             unreadable.append(f"{path}: {_first_line(error)}")
             continue
         except (AssertionError, ValueError) as error:
-            raise ValueError(
-                f"the checkpoint {path} does not match this run's model/optimizer/input pipeline "
-                f"(it was written by a different config): {_first_line(error)}. Use a fresh "
-                "--workdir, or the config that wrote this checkpoint."
-            ) from error
+            raise CheckpointRestoreError(_mismatch(path, error)) from error
         for skipped in unreadable:
             print(
                 f"Checkpoint unreadable (corrupt or truncated), skipped: {skipped}", file=sys.stderr
             )
         return path
-    raise ValueError(
+    raise CheckpointRestoreError(
         "no checkpoint in the workdir can be read: " + "; ".join(unreadable) + ". They are "
         "corrupt or truncated, or were written by a different config: use a fresh --workdir."
+    )
+
+
+# TensorFlow's words for a saved value whose shape is not the variable's (resource_variable_ops).
+_SHAPES = re.compile(
+    r"incompatible tensor with shape (\(.*?\)) when attempting to restore variable with shape "
+    r"(\(.*?\)) and name (.+?)\.?$",
+    re.MULTILINE,
+)
+
+
+def _mismatch(path: str, error: BaseException) -> str:
+    """Why the checkpoint ``path`` does not fit (the variable and both shapes, when TensorFlow
+    names them), what can cause it and the fix.
+
+    The causes are what a checkpoint's shapes follow: the model, the techniques, the data set's
+    size or classes (pruning keeps a value per training example), the batch size; never a field
+    a resume may change, such as num_steps (``workdir_config.explain`` names config changes)."""
+    shapes = _SHAPES.search(str(error))
+    if shapes:
+        saved, current, name = shapes.groups()
+        detail = f"its variable {name} has shape {saved} there and {current} in this run"
+    else:
+        detail = _first_line(error)
+    return (
+        f"the checkpoint {path} does not match this run's model or data: {detail}. A "
+        "checkpoint's variables fit only the model, techniques and data that wrote them: the "
+        "model or a technique changed, or the data set's size or classes, or the batch size. "
+        "Use a fresh --workdir, or the config that wrote this checkpoint (with the same data)."
     )
 
 

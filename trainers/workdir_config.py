@@ -9,9 +9,13 @@ Example::
     config.data.batch_size = 16
     print(workdir_config.changes(config, "/tmp/run"))  # ['data.batch_size: 128 -> 16']
 
-A resumed run may change some fields (``num_steps``, the echo factor) and not others (the batch
-size, a technique's stages: the checkpointed input iterator no longer fits). TensorFlow's errors
-for the latter name an iterator's internals; ``explain`` names the fields that changed instead.
+A resumed run may change some fields (``RESUMABLE``: ``num_steps``, the echo factor, when it
+evaluates and saves) and not others (the batch size, a technique's stages: the checkpointed input
+iterator no longer fits). TensorFlow's errors for the latter name an iterator's internals;
+``explain`` names the fields that changed instead, and never blames a ``RESUMABLE`` one. The
+record also holds what the run's data source held (``found.train_examples``, ``found.classes``),
+since a checkpoint can hold a value per training example (pruning's tables): a data set grown by
+a few images fails the resume with the config unchanged.
 """
 
 from __future__ import annotations
@@ -19,17 +23,52 @@ from __future__ import annotations
 import json
 import os
 
+import ml_collections
 import tensorflow as tf
 
+from pipelines import sources
+
 FILENAME = "config.json"
+
+# Fields a resumed run may change (docs/training_binary.md): when it ends, its learning-rate
+# schedule, when it evaluates, saves and logs. No checkpoint holds them, so none is the cause of
+# a checkpoint that does not fit. The last ones are configs/passm.py's flat view's.
+RESUMABLE = frozenset(
+    {
+        "num_steps",
+        "echo",
+        "learning_rate",
+        "warmup_steps",
+        "steps_per_loop",
+        "eval_every_steps",
+        "eval_every_fresh_examples",
+        "checkpoint_every_steps",
+        "max_checkpoints_to_keep",
+        "target_accuracy",
+        "stop_at_target",
+        "timing_steps",
+        "progress_bar",
+        "diagnose_steps",
+        "eval_every",
+        "decay_fractions",
+        "decay_factor",
+        "assm_warmup_fraction",
+        "assm_window_fraction",
+        "steps_per_closure",
+    }
+)
+
+# Keys of what the data source held, recorded beside the config's fields.
+FOUND = "found."
 
 
 def changes(config, workdir: str) -> list[str]:
     """The fields ``config`` changes from the one ``workdir``'s run started with, as
-    ``"data.batch_size: 32 -> 16"``; a workdir without checkpoints records ``config`` instead
-    (and gives ``[]``), as does one written before the record existed."""
+    ``"data.batch_size: 32 -> 16"``, and what its data source holds that differs
+    (``"found.train_examples: 38 -> 45"``); a workdir without checkpoints records ``config``
+    instead (and gives ``[]``), as does one written before the record existed."""
     path = os.path.join(workdir, FILENAME)
-    current = _flat(json.loads(config.to_json_best_effort()))
+    current = {**_flat(json.loads(config.to_json_best_effort())), **_found(config)}
     if not tf.io.gfile.exists(path):
         if tf.train.latest_checkpoint(os.path.join(workdir, "checkpoints")) is None:
             tf.io.gfile.makedirs(workdir)
@@ -41,23 +80,69 @@ def changes(config, workdir: str) -> list[str]:
     with tf.io.gfile.GFile(path) as file:
         saved = json.loads(file.read())
     unset = "(unset)"
+    # A record from before the data was recorded says nothing about it.
+    keys = set(saved) | {key for key in current if not key.startswith(FOUND) or key in saved}
     return [
         f"{key}: {saved.get(key, unset)!r} -> {current.get(key, unset)!r}"
-        for key in sorted(set(saved) | set(current))
+        for key in sorted(keys)
         if saved.get(key, unset) != current.get(key, unset)
     ]
 
 
 def explain(differences: list[str]) -> str:
-    """One sentence naming ``differences`` (``changes``), or "" when there are none."""
+    """What ``differences`` (``changes``) say about a resume that failed, or "" when there are
+    none: the data and the fields that changed, with the fix; when only ``RESUMABLE`` fields
+    changed, that they are not the cause (something the record does not hold changed)."""
     if not differences:
         return ""
-    more = len(differences) - 6
-    shown = ", ".join(differences[:6]) + (f" and {more} more" if more > 0 else "")
+    keyed = [(difference.split(":", 1)[0], difference) for difference in differences]
+    data = [difference for key, difference in keyed if key.startswith(FOUND)]
+    causes = [
+        difference
+        for key, difference in keyed
+        if not key.startswith(FOUND) and key not in RESUMABLE
+    ]
+    if not (data or causes):
+        return (
+            f"The config differs from the one the workdir's run started with ({FILENAME}) only "
+            f"in {_listed(differences)}, which a resume may change: what changed is something "
+            f"{FILENAME} does not record, such as the data (e.g. images or classes added to its "
+            "folder); a fresh --workdir starts over."
+        )
+    if not data:
+        return (
+            f"This config differs from the one the workdir's run started with ({FILENAME}) in "
+            f"{_listed(causes)}: resume with those values, or use a fresh --workdir."
+        )
+    config_too, values = "", ""
+    if causes:
+        config_too, values = f"; and this config in {_listed(causes)}", " and those values"
     return (
-        f"This config differs from the one the workdir's run started with ({FILENAME}) in "
-        f"{shown}: resume with those values, or use a fresh --workdir."
+        f"The data differs from what the workdir's run started with ({FILENAME}): "
+        f"{_listed(data)}{config_too}: resume with that data{values}, or use a fresh --workdir."
     )
+
+
+def _listed(differences: list[str], shown: int = 6) -> str:
+    """The first ``shown`` of ``differences``, comma-separated, and how many more there are."""
+    more = len(differences) - shown
+    return ", ".join(differences[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _found(config) -> dict[str, int]:
+    """What ``config``'s data source holds: ``{"found.train_examples": 38, "found.classes": 2}``
+    (no classes for a source without class names); ``{}`` for a config without a data section
+    (configs/passm.py's flat view). Inside a run (``sources.loaded_once``) the source is the one
+    the run loaded, so nothing is read twice."""
+    data = config.get("data") if isinstance(config, ml_collections.ConfigDict) else None
+    if not isinstance(data, ml_collections.ConfigDict) or "source" not in data:
+        return {}
+    source = sources.load(data)
+    found = {f"{FOUND}train_examples": int(source.train.num_examples)}
+    names = getattr(source, "class_names", ())
+    if names:
+        found[f"{FOUND}classes"] = len(names)
+    return found
 
 
 def _flat(tree: dict, prefix: str = "") -> dict[str, object]:

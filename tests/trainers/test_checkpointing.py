@@ -50,6 +50,25 @@ def test_incompatible_checkpoint_raises_a_clear_error(tmp_path):
         checkpointing.restore_latest(manager)
 
 
+def test_a_variable_of_another_shape_is_named_with_both_shapes(tmp_path):
+    # Pruning keeps a value per training example: a data set grown from 38 to 45 examples.
+    saved = tf.Variable(tf.zeros([38]), name="draws")
+    checkpointing.make_manager(str(tmp_path), max_to_keep=1, table=saved).save()
+    manager = checkpointing.make_manager(
+        str(tmp_path), max_to_keep=1, table=tf.Variable(tf.zeros([45]), name="draws")
+    )
+    with pytest.raises(checkpointing.CheckpointRestoreError) as raised:
+        checkpointing.restore_latest(manager)
+    assert str(raised.value) == (
+        f"the checkpoint {tmp_path}/ckpt-1 does not match this run's model or data: its variable "
+        "draws:0 has shape (38,) there and (45,) in this run. A checkpoint's variables fit only "
+        "the model, techniques and data that wrote them: the model or a technique changed, or "
+        "the data set's size or classes, or the batch size. Use a fresh --workdir, or the config "
+        "that wrote this checkpoint (with the same data)."
+    )
+    assert isinstance(raised.value, ValueError)  # what callers that predate the class catch
+
+
 def _damage(path: str, how: str) -> None:
     if how == "truncated data":
         (data,) = glob.glob(f"{path}.data-*")

@@ -1,0 +1,111 @@
+"""Tests for trainers.workdir_config: what a workdir's run started with (config and data), and
+the sentence a failed resume adds, which never blames a field a resume may change."""
+
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from trainers import experiment, workdir_config
+
+
+def _add_images(root, counts: dict[str, int]) -> None:
+    """Adds ``counts[class]`` PNGs to ``root/train/<class>/`` (and one to ``root/test/``)."""
+    for name, count in counts.items():
+        for split, number in (("train", count), ("test", 1)):
+            folder = os.path.join(root, split, name)
+            os.makedirs(folder, exist_ok=True)
+            start = len(os.listdir(folder))
+            for index in range(start, start + number):
+                pixels = np.random.default_rng(index).integers(0, 256, (20, 20, 3), np.uint8)
+                buffer = io.BytesIO()
+                Image.fromarray(pixels).save(buffer, "PNG")
+                with open(os.path.join(folder, f"{index}.png"), "wb") as file:
+                    file.write(buffer.getvalue())
+
+
+def _image_folder_config(load_config, root):
+    config = load_config("image_folder", "smoke")
+    config.data.image_dir = str(root)
+    return experiment.resolve_config(config)
+
+
+def _checkpoint(workdir) -> None:
+    """A checkpoint in ``workdir``, as a run that saved leaves: the record is then compared."""
+    tf.train.Checkpoint(v=tf.Variable(1.0)).save(os.path.join(workdir, "checkpoints", "ckpt"))
+
+
+def test_the_first_run_records_its_config_and_what_its_data_holds(load_config, tmp_path):
+    _add_images(tmp_path / "images", {"cat": 3, "dog": 3})
+    config = _image_folder_config(load_config, tmp_path / "images")
+    workdir = str(tmp_path / "run")
+    assert workdir_config.changes(config, workdir) == []
+    saved = json.loads((tmp_path / "run" / workdir_config.FILENAME).read_text())
+    assert saved["num_steps"] == 10 and saved["data.batch_size"] == 16
+    assert saved["found.train_examples"] == 6 and saved["found.classes"] == 2
+
+
+def test_a_resume_on_grown_data_names_what_the_data_held_and_holds(load_config, tmp_path):
+    root = tmp_path / "images"
+    _add_images(root, {"cat": 3, "dog": 3})
+    workdir = str(tmp_path / "run")
+    workdir_config.changes(_image_folder_config(load_config, root), workdir)
+    _checkpoint(workdir)
+    _add_images(root, {"cat": 1, "fox": 2})
+    config = _image_folder_config(load_config, root)
+    config.num_steps = 20
+    changed = workdir_config.changes(config, workdir)
+    assert changed == [
+        "found.classes: 2 -> 3",
+        "found.train_examples: 6 -> 9",
+        "num_steps: 10 -> 20",
+    ]
+    assert workdir_config.explain(changed) == (
+        "The data differs from what the workdir's run started with (config.json): "
+        "found.classes: 2 -> 3, found.train_examples: 6 -> 9: resume with that data, or use a "
+        "fresh --workdir."
+    )
+
+
+def test_a_record_from_before_the_data_was_recorded_names_no_data(load_config, tmp_path):
+    root = tmp_path / "images"
+    _add_images(root, {"cat": 3, "dog": 3})
+    workdir = tmp_path / "run"
+    workdir_config.changes(_image_folder_config(load_config, root), str(workdir))
+    _checkpoint(str(workdir))
+    path = workdir / workdir_config.FILENAME
+    saved = json.loads(path.read_text())
+    path.write_text(json.dumps({k: v for k, v in saved.items() if not k.startswith("found.")}))
+    _add_images(root, {"cat": 1})
+    assert workdir_config.changes(_image_folder_config(load_config, root), str(workdir)) == []
+
+
+@pytest.mark.parametrize(
+    "differences, expected",
+    [
+        ([], ""),
+        (["num_steps: 10 -> 20"],
+         "The config differs from the one the workdir's run started with (config.json) only in "
+         "num_steps: 10 -> 20, which a resume may change: what changed is something config.json "
+         "does not record, such as the data (e.g. images or classes added to its folder); a "
+         "fresh --workdir starts over."),
+        (["data.batch_size: 32 -> 16", "num_steps: 10 -> 20"],
+         "This config differs from the one the workdir's run started with (config.json) in "
+         "data.batch_size: 32 -> 16: resume with those values, or use a fresh --workdir."),
+        (["found.train_examples: 38 -> 45", "model: 'a' -> 'b'", "echo: 1.0 -> 2.0"],
+         "The data differs from what the workdir's run started with (config.json): "
+         "found.train_examples: 38 -> 45; and this config in model: 'a' -> 'b': resume with that "
+         "data and those values, or use a fresh --workdir."),
+        ([f"passm.k{i}: 1 -> 2" for i in range(8)],
+         "This config differs from the one the workdir's run started with (config.json) in "
+         "passm.k0: 1 -> 2, passm.k1: 1 -> 2, passm.k2: 1 -> 2, passm.k3: 1 -> 2, passm.k4: "
+         "1 -> 2, passm.k5: 1 -> 2 and 2 more: resume with those values, or use a fresh "
+         "--workdir."),
+    ],
+)  # fmt: skip
+def test_explain_never_blames_a_field_a_resume_may_change(differences, expected):
+    assert workdir_config.explain(differences) == expected
