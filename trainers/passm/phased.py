@@ -104,7 +104,9 @@ class PhasedTrainer:
           eval_every: steps between evaluations/checkpoints.
           evaluate: ``evaluate(model)`` -> accuracy; optional.
           workdir: if set, checkpoints go to ``workdir/checkpoints`` (and a run resumes from
-            them), metrics to ``workdir/metrics.jsonl`` and TensorBoard (``metrics_writer``).
+            them), metrics to ``workdir/metrics.jsonl`` and TensorBoard (``metrics_writer``;
+            ``trained_examples`` counts the examples of the updates applied, see
+            `ExampleCountingWriter`).
           target_accuracy: if set, ``train_seconds_to_target`` is the training time (evaluation
             excluded) at the first evaluation reaching it.
 
@@ -116,6 +118,8 @@ class PhasedTrainer:
 
         Raises:
           ParameterServerLostError: a parameter server died; the message names the checkpoint.
+          checkpointing.CheckpointRestoreError: ``workdir``'s checkpoint does not fit this
+            trainer's state (another model or number of workers).
         """
         check_positive_int("eval_every", eval_every)
         phases = list(phases)
@@ -136,7 +140,11 @@ class PhasedTrainer:
         )
         clock = controller.RunClock()
         with contextlib.ExitStack() as stack:
-            writer = stack.enter_context(metrics_writer.MetricsWriter(workdir)) if workdir else None
+            writer = None
+            if workdir:
+                # Rows past the restored step (written before a kill) go: none is logged twice.
+                rows = metrics_writer.MetricsWriter(workdir, start_step=start_step)
+                writer = ExampleCountingWriter(stack.enter_context(rows), self.state)
             outer = controller.Controller(
                 schedule, trainer=inner, clock=clock, manager=manager, writer=writer
             )
@@ -167,6 +175,27 @@ class PhasedTrainer:
             "blocks": [[b.start, b.stop] for b in self.blocks],
             **counters,
         }
+
+
+class ExampleCountingWriter:
+    """A ``metrics_writer.MetricsWriter`` whose rows count the examples the updates trained on.
+
+    The controller counts steps x ``Schedule.batch_size``, which this trainer cannot give: a
+    step is one worker's update on its own batch, and a parameter-server step that a dying worker
+    left may run twice. The state counts each applied update's batch (``examples_seen``, summed
+    over the workers and checkpointed, so a resumed run counts on), and nothing is echoed, so
+    every example trained is fresh.
+    """
+
+    def __init__(self, writer: metrics_writer.MetricsWriter, state: TrainingState):
+        self.writer = writer
+        self.state = state
+
+    def write(self, step: int, scalars: dict[str, float]) -> None:
+        """``writer.write`` with ``trained_examples`` and ``fresh_examples_trained`` counted."""
+        examples = float(self.state.examples_seen.numpy())
+        counts = {"trained_examples": examples, "fresh_examples_trained": examples}
+        self.writer.write(step, {**scalars, **counts, "echo_ratio": 1.0})
 
 
 class PhasedLoop:
