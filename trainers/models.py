@@ -139,7 +139,8 @@ class SinusoidalPositions(keras.layers.Layer):
 
     Registered with Keras (as ``trainers>SinusoidalPositions``): a saved language model
     (``workdir/model.keras``) loads with ``keras.models.load_model`` once ``trainers.models``
-    is imported.
+    is imported (Keras imports only its own modules when it loads), as the run's
+    ``trained model:`` line says (``trainers.summary.trained_model_line``).
     """
 
     def call(self, embeddings):

@@ -5,11 +5,21 @@ Example::
     from trainers import summary
 
     print(summary.format_summary(result))  # result = experiment.run(config, workdir)
+    print(summary.trained_model_line("/tmp/run/model.keras"))
+    # trained model: /tmp/run/model.keras (keras.models.load_model), or for a model with
+    # custom layers (the language model's): ... (import keras, trainers.models;
+    # keras.models.load_model('/tmp/run/model.keras'))
 """
 
 from __future__ import annotations
 
+import io
+import json
 import math
+import zipfile
+from collections.abc import Iterator, Sequence
+
+import tensorflow as tf
 
 from echoing import meters as echo_meters
 
@@ -133,3 +143,49 @@ def format_summary(summary: dict[str, object]) -> str:
 
 def _ratio(summary: dict[str, object]) -> str:
     return "-" if summary["echo_ratio"] is None else f"{summary['echo_ratio']:.2f}"
+
+
+def trained_model_line(model_path: str, class_names: Sequence[str] = ()) -> str:
+    """The summary's line naming the trained model (and an image folder's class names file)
+    with how to load it: ``keras.models.load_model``, or, when the model has custom layers,
+    the code that loads it in a fresh Python, which imports the modules that register them
+    first (``import keras, trainers.models; keras.models.load_model('.../model.keras')``)."""
+    modules = custom_modules(model_path)
+    how = "keras.models.load_model"
+    if modules:
+        how = f"import {', '.join(['keras', *modules])}; keras.models.load_model({model_path!r})"
+    names = "".join(f", class names: {path}" for path in class_names)
+    return f"trained model: {model_path} ({how}){names}"
+
+
+# Keras finds its own classes (and these packages') by importing their module when it loads.
+_KERAS_PACKAGES = frozenset({"keras", "keras_hub", "keras_cv", "keras_nlp", "builtins"})
+
+
+def custom_modules(model_path: str) -> tuple[str, ...]:
+    """The modules of the custom classes in the saved Keras model ``model_path`` (a
+    ``.keras`` file), which must be imported before ``keras.models.load_model`` finds them
+    (Keras imports only its own); () when there are none or the file cannot be read."""
+    try:
+        with tf.io.gfile.GFile(model_path, "rb") as file:
+            archive = zipfile.ZipFile(io.BytesIO(file.read()))
+        config = json.loads(archive.read("config.json"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, tf.errors.OpError):
+        return ()
+    return tuple(
+        sorted(
+            {module for module in _modules(config) if module.split(".")[0] not in _KERAS_PACKAGES}
+        )
+    )
+
+
+def _modules(node: object) -> Iterator[str]:
+    """Every ``"module"`` a Keras config names (each serialized object records its class's)."""
+    if isinstance(node, dict):
+        if isinstance(node.get("module"), str):
+            yield node["module"]
+        for value in node.values():
+            yield from _modules(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _modules(value)

@@ -42,8 +42,8 @@ warm-up that would take a quarter of a run made shorter (``--config.num_steps``)
 a tenth of the run, in one line, unless ``--config.warmup_steps`` is given
 (``trainers.run_config.scale_warmup``). Image folders: the run prints the classes and the images
 per class it found.
-A finished run leaves ``WORKDIR/model.keras`` (``keras.models.load_model``) and, for image
-folders, ``WORKDIR/classes.txt``; ``--eval_only`` evaluates the workdir's newest checkpoint on
+A finished run leaves ``WORKDIR/model.keras`` (its ``trained model:`` line gives the loading code)
+and, for image folders, ``WORKDIR/classes.txt``; ``--eval_only`` evaluates the newest checkpoint on
 the config's eval split and prints its accuracy, without training
 (``trainers.experiment.evaluate``).
 Everything else (progress bar, ``metrics.jsonl``, TensorBoard, checkpoints, the final summary
@@ -80,6 +80,7 @@ from trainers import (
     workdir_lock,
 )
 from trainers.passm import config as passm_config
+from trainers.summary import trained_model_line
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config",
@@ -372,7 +373,7 @@ def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) 
     summary = {k: v for k, v in result.items() if k not in ("history", "phases")}
     print(json.dumps(summary, indent=1))
     if "model_path" in result:
-        print(f"trained model: {result['model_path']} (keras.models.load_model)")
+        print(trained_model_line(result["model_path"]))
         print(f"tensorboard --logdir={shlex.quote(workdir)}")
 
 

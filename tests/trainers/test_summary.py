@@ -1,15 +1,20 @@
-"""The run summary reports what skip_corrupt skipped and which gs:// reads resumed."""
+"""The run summary reports what skip_corrupt skipped and which gs:// reads resumed, and says
+how to load the trained model."""
 
+import contextlib
 import io
 import os
+import subprocess
+import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from PIL import Image
 
 from echoing import meters
 from pipelines.sources.record_reader import ReadStats
-from trainers import experiment, inputs, summary
+from trainers import experiment, inputs, models, summary
 
 
 def _jpeg(seed: int) -> bytes:
@@ -91,3 +96,67 @@ def test_in_batch_selection_says_how_many_rows_the_gradients_used():
     assert "trained on 80 examples behind 80 fresh" in _printed({})
     text = _printed({"select_ratio": 0.5})
     assert "trained on 80 examples (the gradients used 40 of them: select_ratio 0.5) behind" in text
+
+
+def _load_in_a_fresh_python(line: str, cwd) -> subprocess.CompletedProcess:
+    """Loads the model a ``trained model: PATH (HOW)`` line names as it says, in a new Python
+    process started in ``cwd``: HOW is the code to run, or ``keras.models.load_model`` alone
+    (then ``import keras; keras.models.load_model(PATH)``)."""
+    path, how = line.removeprefix("trained model: ").split(" (", 1)
+    how = how.rsplit(")", 1)[0]
+    if how == "keras.models.load_model":
+        how = f"import keras; keras.models.load_model({path!r})"
+    return subprocess.run(
+        [sys.executable, "-c", how], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+def test_a_model_with_custom_layers_is_named_with_the_code_that_loads_it(tmp_path):
+    path = str(tmp_path / "model.keras")
+    models.build_model("transformer_lm_small", (None,), 40).save(path)
+    line = summary.trained_model_line(path)
+    assert line == (
+        f"trained model: {path} (import keras, trainers.models; keras.models.load_model({path!r}))"
+    )
+    loaded = _load_in_a_fresh_python(line, cwd=tmp_path)  # not the repository: installed
+    assert loaded.returncode == 0, loaded.stderr
+
+
+def test_a_model_of_keras_layers_only_loads_with_load_model_alone(tmp_path):
+    path = str(tmp_path / "model.keras")
+    models.build_model("mnist1d_mlp", (40,), 10).save(path)
+    assert summary.custom_modules(path) == ()
+    line = summary.trained_model_line(path, class_names=["/w/classes.txt"])
+    assert line == f"trained model: {path} (keras.models.load_model), class names: /w/classes.txt"
+
+
+def test_a_file_that_is_not_a_keras_model_gets_the_plain_line(tmp_path):
+    (tmp_path / "model.keras").write_text("not a zip")
+    assert summary.custom_modules(str(tmp_path / "model.keras")) == ()
+    assert summary.custom_modules(str(tmp_path / "missing.keras")) == ()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="trainers/experiment.py's _report still prints '(keras.models.load_model)'; it "
+    "should print summary.trained_model_line(model, names) (outside this change's files)",
+)
+def test_a_language_model_run_names_the_code_that_loads_its_model(load_config, tmp_path):
+    lines = [
+        f"the cat {i % 7} sat on the mat while dog {i % 5} ran past the barn" for i in range(100)
+    ]
+    (tmp_path / "train.txt").write_text("\n".join(lines[:80]) + "\n")
+    (tmp_path / "eval.txt").write_text("\n".join(lines[80:]) + "\n")
+    config = load_config("text_lm", "smoke")
+    config.progress_bar, config.data.data_dir = False, str(tmp_path / "data")
+    config.data.train_files, config.data.eval_files = (
+        str(tmp_path / "train.txt"),
+        str(tmp_path / "eval.txt"),
+    )
+    config.data.num_train, config.data.num_eval, config.data.vocab_size = 80, 20, 100
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        experiment.run(config, str(tmp_path / "run"))
+    line = next(x for x in printed.getvalue().splitlines() if x.startswith("trained model: "))
+    loaded = _load_in_a_fresh_python(line, cwd=tmp_path)
+    assert loaded.returncode == 0, loaded.stderr
