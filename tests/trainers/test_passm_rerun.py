@@ -1,11 +1,14 @@
-"""Rerunning a PASSM workdir (issue 33): metrics.jsonl counts the examples trained."""
+"""Rerunning a PASSM workdir (issue 33): a finished run's result survives a rerun that trains
+nothing, a longer rerun continues it, metrics.jsonl counts the examples trained, and the
+workdir's config.json names what a resume that cannot fit changed."""
 
 import json
+import logging
 import os
 
 import pytest
 
-from trainers import metrics_writer
+from trainers import checkpointing, metrics_writer, workdir_config
 from trainers.passm import experiment as async_experiment
 
 BATCH_SIZE = 16  # configs/passm.py:smoke's, per worker and step
@@ -26,6 +29,35 @@ def _written(workdir: str) -> dict:
         return json.load(file)
 
 
+def test_rerunning_a_finished_workdir_reports_its_result_again(finished, load_config, capsys):
+    workdir, first = finished
+    assert first["final_accuracy"] is not None and [h["step"] for h in first["history"]] == [8, 16]
+    returned = async_experiment.train_and_evaluate(load_config("passm", "smoke"), workdir)
+    assert "16, which num_steps=16 does not pass: nothing to train" in capsys.readouterr().err
+    rerun = _written(workdir)
+    assert returned["final_accuracy"] == rerun["final_accuracy"]
+    # The restored model is the one the first run ended with.
+    assert rerun["final_accuracy"] == pytest.approx(first["final_accuracy"])
+    for key in ("history", "train_seconds", "train_seconds_to_target", "start_step"):
+        assert rerun[key] == first[key], key
+    for key in ("completed_steps", "updates_applied", "examples_seen", "block_updates"):
+        assert rerun[key] == first[key], key
+
+
+def test_a_longer_rerun_continues_the_finished_result(finished, load_config):
+    workdir, first = finished
+    config = load_config("passm", "smoke")
+    config.num_steps = 32
+    async_experiment.train_and_evaluate(config, workdir)
+    longer = _written(workdir)
+    assert [h["step"] for h in longer["history"]] == [8, 16, 24, 32]
+    assert longer["history"][:2] == first["history"] and longer["start_step"] == 0
+    # Its training time counts from the first run's start.
+    assert longer["history"][2]["train_seconds"] > first["train_seconds"]
+    assert longer["train_seconds"] > first["train_seconds"]
+    assert longer["examples_seen"] == 32 * BATCH_SIZE
+
+
 def test_metrics_count_the_examples_the_updates_trained_on(finished, load_config):
     workdir, first = finished
     config = load_config("passm", "smoke")
@@ -37,3 +69,67 @@ def test_metrics_count_the_examples_the_updates_trained_on(finished, load_config
     assert counts == [(step, step * BATCH_SIZE, step * BATCH_SIZE) for step in (8, 16, 24)]
     assert rows[1]["trained_examples"] == first["examples_seen"]
     assert all(r["echo_ratio"] == 1.0 for r in rows)
+
+
+def test_a_resume_that_cannot_fit_names_the_field_that_changed(finished, load_config):
+    workdir, _ = finished
+    with open(os.path.join(workdir, workdir_config.FILENAME)) as file:
+        saved = json.load(file)
+    assert saved["num_workers"] == 2 and saved["num_steps"] == 16  # the flat view's keys
+    config = load_config("passm", "smoke")
+    config.passm.num_workers, config.num_steps = 3, 32  # each worker keeps its own momentum
+    with pytest.raises(checkpointing.CheckpointRestoreError) as raised:
+        async_experiment.train_and_evaluate(config, workdir)
+    message = str(raised.value)
+    assert message.startswith(f"the checkpoint {workdir}/checkpoints/ckpt-16 does not match ")
+    assert message.endswith(
+        "This config differs from the one the workdir's run started with (config.json) in "
+        "num_workers: 2 -> 3: resume with those values, or use a fresh --workdir."
+    )
+
+
+def test_an_unreadable_result_is_not_continued_and_the_log_says_so(finished, load_config, caplog):
+    workdir, first = finished
+    path = os.path.join(workdir, "result.json")
+    with open(path, "w") as file:
+        file.write('{"history": [')  # cut short
+    with caplog.at_level(logging.WARNING):
+        async_experiment.train_and_evaluate(load_config("passm", "smoke"), workdir)
+    assert f"Not continuing {path}, which cannot be read: " in caplog.text
+    rerun = _written(workdir)  # this run's own: the restored model evaluated once
+    assert rerun["final_accuracy"] == pytest.approx(first["final_accuracy"])
+    assert [h["step"] for h in rerun["history"]] == [16] and rerun["start_step"] == 16
+
+
+def _result(start_step, history, train_seconds, to_target=None, completed_steps=None):
+    return {
+        "start_step": start_step,
+        "completed_steps": completed_steps or history[-1][0],
+        "history": [{"step": step, "train_seconds": seconds} for step, seconds in history],
+        "final_accuracy": 0.5,
+        "train_seconds": train_seconds,
+        "train_seconds_to_target": to_target,
+    }
+
+
+FIRST = _result(0, [(8, 1.0), (16, 2.0)], 2.0)
+
+
+@pytest.mark.parametrize(
+    "result, previous, expected",
+    [
+        # No earlier result, or one that ends elsewhere (an interrupted run resumed): as it is.
+        (_result(16, [(24, 1.0)], 1.0), None, _result(16, [(24, 1.0)], 1.0)),
+        (_result(20, [(24, 1.0)], 1.0), FIRST, _result(20, [(24, 1.0)], 1.0)),
+        # Nothing trained: the first run's history and time, the restored model's accuracy.
+        (_result(16, [(16, 0.0)], 0.0), FIRST, _result(0, [(8, 1.0), (16, 2.0)], 2.0)),
+        # Trained on: its records and time after the first run's, the target counted from the
+        # first run's start.
+        (_result(16, [(24, 1.5)], 1.5, to_target=1.5), FIRST,
+         _result(0, [(8, 1.0), (16, 2.0), (24, 3.5)], 3.5, to_target=3.5)),
+        (_result(16, [(24, 1.5)], 1.5, to_target=1.5), {**FIRST, "train_seconds_to_target": 1.0},
+         _result(0, [(8, 1.0), (16, 2.0), (24, 3.5)], 3.5, to_target=1.0)),
+    ],
+)  # fmt: skip
+def test_continue_result(result, previous, expected):
+    assert async_experiment.continue_result(result, previous) == expected

@@ -112,7 +112,8 @@ class PhasedTrainer:
 
         Returns:
           A dict: ``history`` (step, mode, learning_rate, train_seconds, loss, accuracy per
-          evaluation), ``final_accuracy``, ``train_seconds``, ``train_seconds_to_target``,
+          evaluation; a run resumed past its last step evaluates the restored model once),
+          ``final_accuracy``, ``train_seconds``, ``train_seconds_to_target``,
           ``start_step``, the counters of `TrainingState.counters`, ``retried_steps``,
           ``duplicate_updates`` and ``blocks``.
 
@@ -149,6 +150,10 @@ class PhasedTrainer:
                 schedule, trainer=inner, clock=clock, manager=manager, writer=writer
             )
             _run_reporting_lost_servers(outer, inner, manager)
+        if not inner.history and evaluate is not None:
+            # Nothing trained (the workdir's run already reached the end; the controller says
+            # so): the result reports the restored model's accuracy, not None.
+            inner.evaluate()
         return self._result(inner, clock, start_step)
 
     def _restored_manager(self, workdir: str) -> tf.train.CheckpointManager:
