@@ -77,7 +77,7 @@ from trainers.controller import RunInterrupted, TrainingDiverged
 from trainers.diagnosis import diagnose, format_diagnosis
 from trainers.inputs import padded_to_full_batches
 from trainers.run_config import default_config, resolve_config
-from trainers.summary import format_summary, make_summary
+from trainers.summary import format_summary, make_summary, trained_model_line
 
 __all__ = [
     "RunInterrupted",
@@ -351,9 +351,6 @@ def _report(summary: dict[str, object], workdir: str, exported: Sequence[str]) -
         file.write(json.dumps(summary, indent=2) + "\n")
     print(format_summary(summary))
     model, *names = exported
-    print(
-        f"trained model: {model} (keras.models.load_model)"
-        + "".join(f", class names: {path}" for path in names)
-    )
+    print(trained_model_line(model, names))
     # TensorBoard finds the event files (workdir/tensorboard) below the workdir.
     print(f"tensorboard --logdir={shlex.quote(workdir)}")

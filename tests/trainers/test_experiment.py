@@ -197,7 +197,7 @@ def test_a_resume_that_cannot_fit_names_the_fields_that_changed(tmp_path, data_d
     with pytest.raises(
         ValueError,
         match=r"the run resumed at step 10 failed: .*This config differs from the one the "
-        r"workdir's run started with \(config\.json\) in data\.batch_size: 32 -> 16, "
-        r"num_steps: 10 -> 20: resume with those values, or use a fresh --workdir\.",
+        r"workdir's run started with \(config\.json\) in data\.batch_size: 32 -> 16: resume "
+        r"with those values, or use a fresh --workdir\.",
     ):
         experiment.run(config, str(tmp_path))

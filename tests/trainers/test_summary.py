@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 import tensorflow as tf
 from PIL import Image
 
@@ -136,11 +135,6 @@ def test_a_file_that_is_not_a_keras_model_gets_the_plain_line(tmp_path):
     assert summary.custom_modules(str(tmp_path / "missing.keras")) == ()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trainers/experiment.py's _report still prints '(keras.models.load_model)'; it "
-    "should print summary.trained_model_line(model, names) (outside this change's files)",
-)
 def test_a_language_model_run_names_the_code_that_loads_its_model(load_config, tmp_path):
     lines = [
         f"the cat {i % 7} sat on the mat while dog {i % 5} ran past the barn" for i in range(100)
