@@ -1,5 +1,4 @@
-"""A quiet console for the binary: TF C++ notices, absl INFO and TFDS chatter off by default,
-and a mistake in the command line as one line instead of a traceback.
+"""A quiet console for the binary: TF C++ notices, absl INFO and TFDS chatter off by default.
 
 Example (what ``trainers/train.py`` does; ``--verbose`` skips both)::
 
@@ -16,12 +15,6 @@ records (one "Using custom data configuration" per dataset built) and its progre
 gcsfs's records of gs:// requests it retries or gives up on. Errors still surface as Python
 exceptions with their messages; our own warnings still print.
 
-A command-line mistake (``flag_mistake``, ``missing_config_file``) becomes one line,
-``--FLAG: what was wrong; how to fix``, which ``trainers.train.parse_flags`` prints as
-``error: ...`` before it exits with status 2::
-
-    console.missing_config_file(["train", "--config=configs/nope.py"])
-    # "--config: no config file 'configs/nope.py'; the configs in configs/ are ..."
 """
 
 from __future__ import annotations
@@ -29,11 +22,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import re
 import sys
-from collections.abc import Sequence
-
-from absl import flags
 
 # TF_CPP_MIN_LOG_LEVEL=3 hides C++ INFO, WARNING and ERROR lines; fatal ones still print.
 _NATIVE_LEVEL = "3"
@@ -87,130 +76,3 @@ def quiet_python_logs() -> None:
     import tensorflow_datasets as tfds
 
     tfds.disable_progress_bar()
-
-
-# The repository's config files, listed when --config names a file that does not exist.
-_CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
-
-
-def missing_config_file(argv: Sequence[str], configs: str = _CONFIGS) -> str | None:
-    """The one line for a ``--config`` in ``argv`` that names no file (a typo, or a path relative
-    to another directory): the path given and the config files in ``configs``; None when the
-    file exists or ``--config`` is not given. Checked before parsing, because ml_collections
-    only fails when the config is first read, with a traceback."""
-    given = _config_flag_value(argv)
-    if given is None:
-        return None
-    path = given.split(":", 1)[0]
-    if os.path.isfile(path):
-        return None
-    names = sorted(n for n in _listing(configs) if n.endswith(".py") and not n.startswith("_"))
-    if not names:
-        return f"--config: no config file {path!r}; give the path of a config file"
-    shown = os.path.relpath(configs)
-    shown = configs if shown.startswith("..") else shown
-    example = "mnist1d.py" if "mnist1d.py" in names else names[0]
-    return (
-        f"--config: no config file {path!r}; the configs in {shown}{os.sep} are "
-        f"{', '.join(names)}, e.g. --config={os.path.join(shown, example)}"
-    )
-
-
-def _config_flag_value(argv: Sequence[str]) -> str | None:
-    """The last ``--config=VALUE`` or ``--config VALUE`` in ``argv`` (absl keeps the last)."""
-    value = None
-    for index, arg in enumerate(argv[1:], start=1):
-        name, has_value, text = arg.lstrip("-").partition("=")
-        if not arg.startswith("-") or name != "config":
-            continue
-        if has_value:
-            value = text
-        elif index + 1 < len(argv):
-            value = argv[index + 1]
-    return value
-
-
-def _listing(folder: str) -> list[str]:
-    """The names in ``folder``; none when it cannot be read (an installed copy without it)."""
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
-
-
-def flag_mistake(error: Exception, argv: Sequence[str]) -> str | None:
-    """The one line for ``error``, which absl or ml_collections raised while parsing the
-    command line ``argv``: ``--FLAG: what was wrong; how to fix``. None when ``error`` is not
-    about the command line (a bug, whose traceback should show)."""
-    if isinstance(error, flags.UnrecognizedFlagError):
-        return _unknown_flag(error)
-    if isinstance(error, flags.IllegalFlagValueError):
-        return _illegal_value(str(error))
-    if isinstance(error, (AttributeError, KeyError)):
-        return _missing_config_key(error, argv)
-    if isinstance(error, flags.Error):
-        # absl's other flag errors (a flag given twice, --config.x before --config) name it.
-        return " ".join(str(error).split())
-    return None
-
-
-def _unknown_flag(error: flags.UnrecognizedFlagError) -> str:
-    """``--bogus: no such flag`` with absl's suggestion, or where the flags are listed."""
-    suggestions = re.search(r"Did you mean: (.+) \?$", str(error))
-    if suggestions is None:
-        return f"--{error.flagname}: no such flag; python -m trainers.train --helpshort lists them"
-    names = " or ".join(f"--{name}" for name in suggestions.group(1).split(", "))
-    return f"--{error.flagname}: no such flag; did you mean {names}?"
-
-
-def _illegal_value(text: str) -> str:
-    """A value absl's parser or a flag validator refused, or a config argument the config
-    file refused (``--config=configs/mnist1d.py:bogus=1``)."""
-    if "Error whilst parsing config file" in text:
-        # ml_collections wraps the config file's own error in its traceback: its last line.
-        last = [line for line in text.splitlines() if line.strip()][-1]
-        return "--config: " + re.sub(r"^\w+(Error|Exception): ", "", last)
-    # One mistake at a time: absl joins every failed validator's message with newlines.
-    match = re.match(r"flag --([^=\s]+)=(.*?): (.*)", text.splitlines()[0])
-    if match is None:
-        return " ".join(text.split())
-    name, value, reason = match.groups()
-    return f"--{name}: {_wrong_kind(name, value) or reason}"
-
-
-def _wrong_kind(name: str, value: str) -> str | None:
-    """What a value that is not of its flag's kind (a bool, an int, a float) should be, with an
-    example (the flag's default: for ``--config.*`` the config's value); None for a value of
-    the right kind (out of its range: the parser's message says so)."""
-    if name not in flags.FLAGS:
-        return None
-    flag = flags.FLAGS[name]
-    parser = flag.parser
-    if isinstance(parser, flags.BooleanParser):
-        return f"{value!r} is not true or false; write --{name}=true or --{name}=false"
-    kinds = ((flags.IntegerParser, "a whole number"), (flags.FloatParser, "a number"))
-    for kind, words in kinds:
-        if not isinstance(parser, kind):
-            continue
-        try:
-            parser.convert(value)
-        except (TypeError, ValueError):
-            example = flag.default if isinstance(flag.default, (int, float)) else 1
-            return f"{value!r} is not {words}; give one, e.g. --{name}={example}"
-    return None
-
-
-def _missing_config_key(error: Exception, argv: Sequence[str]) -> str | None:
-    """A ``--config.KEY`` whose key the config does not have, with ml_collections' suggestion;
-    None for an AttributeError or KeyError that names no key (not the command line's)."""
-    text = str(error).encode().decode("unicode_escape")
-    key = re.search(r"'([^']+)'", text)
-    if key is None:
-        return None
-    given = [arg.split("=")[0] for arg in argv if arg.startswith("--config.")]
-    flag = next((arg for arg in given if arg.endswith(f".{key.group(1)}")), "--config.?")
-    suggestion = re.search(r'Did you mean "([^"]+)"', text)
-    hint = ""
-    if suggestion:
-        hint = f"; did you mean {flag[: -len(key.group(1))]}{suggestion.group(1)}?"
-    return f"{flag}: the config has no key {key.group(1)!r}{hint}"

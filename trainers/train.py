@@ -59,7 +59,7 @@ import shlex
 import signal
 import sys
 
-from trainers import console
+from trainers import console, flag_errors
 
 # Before TensorFlow is imported (it reads the level once); flags are not parsed yet.
 if "--verbose" not in sys.argv:
@@ -382,13 +382,13 @@ def parse_flags(argv: list[str]) -> list[str]:
     an unknown flag, a value that is not of its flag's kind or that a validator refuses, a
     config key that does not exist, a config argument the config file refuses) ends the binary
     with one line, ``error: --FLAG: what was wrong; how to fix``, and exit status 2, instead of
-    absl's or ml_collections' traceback (``console.flag_mistake``)."""
-    mistake = console.missing_config_file(argv)
+    absl's or ml_collections' traceback (``flag_errors.flag_mistake``)."""
+    mistake = flag_errors.missing_config_file(argv)
     if mistake is None:
         try:
             return flags.FLAGS(argv)
         except (flags.Error, AttributeError, KeyError) as error:
-            mistake = console.flag_mistake(error, argv)
+            mistake = flag_errors.flag_mistake(error, argv)
             if mistake is None:
                 raise
     print(f"error: {mistake}", file=sys.stderr)
