@@ -459,3 +459,17 @@ def test_update_errors_name_the_class_they_were_called_on(make):
     with pytest.raises(TypeError, match=rf"^{name}.update: losses must be real numbers.*string"):
         table.update([0], ["0.5"])
     assert not table.seen.numpy().any()
+
+
+def test_a_stage_restores_into_a_run_of_another_length(tmp_path):
+    # The binary resumes a pruned run with another num_steps (so num_epochs): the stage's
+    # epoch sizes had shape [num_epochs + 4] and the restore failed on their shape.
+    table = echoing.LossTable(8)
+    stage = echoing.loss_prune(table, num_epochs=9, seed=0)
+    iterator = iter(stage.epoch_ids(batch_size=4).repeat())
+    for _ in range(3):
+        stage.trained.record(next(iterator)["id"])
+    path = tf.train.Checkpoint(stage=stage).save(str(tmp_path / "ckpt"))
+    longer = echoing.loss_prune(echoing.LossTable(8), num_epochs=19, seed=0)
+    tf.train.Checkpoint(stage=longer).restore(path).assert_existing_objects_matched()
+    assert float(longer.epochs_trained()) == pytest.approx(float(stage.epochs_trained()))

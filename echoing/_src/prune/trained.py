@@ -28,6 +28,8 @@ import tensorflow as tf
 
 from echoing._src.core.loss_table import _host_variable
 
+_SLOTS = 1024  # 8 KiB: the epochs whose sizes any run up to 1020 epochs keeps
+
 
 class TrainedEpochs(tf.Module):
     """The epochs' sizes as a pruning stage decides them, and the examples training took.
@@ -40,8 +42,10 @@ class TrainedEpochs(tf.Module):
         super().__init__(name="trained_epochs")
         self.count = _host_variable(tf.constant(0.0, tf.float64), "count")  # fresh, trained
         # Cumulative examples handed out by the end of each epoch (the last slot takes later
-        # epochs, beyond the run).
-        self.ends = _host_variable(tf.zeros([num_epochs + 4], tf.int64), "ends")
+        # epochs, beyond the run). At least _SLOTS of them, whatever the run's length: a run
+        # resumed with another num_steps (so other num_epochs) restores the same shape.
+        slots = max(num_epochs + 4, _SLOTS)
+        self.ends = _host_variable(tf.zeros([slots], tf.int64), "ends")
         self.planned = _host_variable(tf.constant(0, tf.int64), "planned")
 
     def plan(self, epoch: tf.Tensor, examples: tf.Tensor) -> tf.Tensor:
