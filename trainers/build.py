@@ -24,21 +24,39 @@ import tensorflow as tf
 
 import pipelines
 from echoing import techniques as technique_modules
-from trainers import inputs, loop, models, optimizers, strategies
+from pipelines import sources
+from trainers import inputs, label_maps, loop, models, optimizers, strategies
 
 
 def build_trainer(
-    config, strategy, counts, workdir: str | None, extra=(), read_stats: list | None = None
+    config,
+    strategy,
+    counts,
+    workdir: str | None,
+    extra=(),
+    read_stats: list | None = None,
+    restores_from: str | None = None,
 ) -> loop.Trainer:
     """The run's techniques (the config's, then ``extra``), model, optimizer and ``Trainer``,
     in the order seeds expect; a text run's vocabulary is copied to ``workdir/vocab.txt``,
     beside the model it trains (``workdir=None`` writes nothing: an evaluation's build).
-    ``read_stats`` collects the pipelines' read statistics (see ``inputs.dataset_fns``)."""
+    ``read_stats`` collects the pipelines' read statistics (see ``inputs.dataset_fns``).
+
+    Raises:
+      ValueError: the data's class names or vocabulary differ from the ones saved in the
+        workdir whose model will be restored (``restores_from``, default ``workdir``):
+        ``trainers.label_maps``."""
     # Shapes and classes for the model, and the data prepared (generated on first use) before
     # seeding: generation draws from the global generators, and a run must initialise its
     # Assistant and model as a run that finds the data cached does. The pipelines that train
     # are built per input pipeline (host/worker) by the dataset functions.
     datasets = inputs.make_datasets(config)
+    if (restores_from or workdir) is not None:  # before this run's vocabulary replaces it
+        label_maps.check(
+            restores_from or workdir,
+            class_names=getattr(sources.load(config.data), "class_names", ()),
+            vocab_file=datasets.vocab_file,
+        )
     if datasets.vocab_file and workdir is not None:
         tf.io.gfile.copy(datasets.vocab_file, os.path.join(workdir, "vocab.txt"), overwrite=True)
     keras.utils.set_random_seed(config.seed)

@@ -303,7 +303,8 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
 
     Raises:
       ValueError: a bad config; ``workdir`` holds no checkpoint (train first with the same
-        ``--config`` and ``--workdir``); or its checkpoint was written by another model.
+        ``--config`` and ``--workdir``); or its checkpoint was written by another model; or
+        the data's class names or vocabulary differ from the workdir's (``label_maps``).
     """
     config = resolve_config(config)
     if not isinstance(workdir, str) or not workdir:
@@ -317,7 +318,9 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
             "that saved one."
         )
     with sources.loaded_once():
-        trainer = build.build_trainer(config, strategy, echo_meters.EchoMeters(), workdir=None)
+        trainer = build.build_trainer(
+            config, strategy, echo_meters.EchoMeters(), workdir=None, restores_from=workdir
+        )
         checkpoint = tf.train.Checkpoint(model=trainer.model, step=trainer.step)
         manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=None)
         path = checkpointing.restore_latest(manager, partial=True)
