@@ -175,6 +175,26 @@ def _mismatch(path: str, error: BaseException) -> str:
     )
 
 
+def _unsaved_iterator_reason(config, trainer, train_read_in_python: bool) -> str | None:
+    """Why the run's input iterator cannot go in its checkpoints, or None when it can."""
+    if not config.checkpoint_iterator:
+        if config.data.get("service_address"):
+            return "the tf.data service holds the input position, which a checkpoint cannot save"
+        return "config.checkpoint_iterator is False"
+    if train_read_in_python:
+        return (
+            "the train records are read in Python (skip_corrupt or gs://), which tf.data "
+            "cannot save"
+        )
+    if not isinstance(trainer.iterator, tf.__internal__.tracking.Trackable):
+        # tf.distribute's multi-device iterators (e.g. MirroredStrategy's) cannot be saved.
+        return (
+            f"{type(trainer.iterator).__name__} under {type(trainer.strategy).__name__} is not "
+            "saveable"
+        )
+    return None
+
+
 def _first_line(error: BaseException) -> str:
     # TensorFlow prefixes op errors with "{{function_node <name>}}": noise to a user.
     text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", str(error)).strip().splitlines()
@@ -201,24 +221,15 @@ def run_manager(
     )
     for technique in techniques:
         objects.update(technique.checkpointed())
-    if config.checkpoint_iterator and train_read_in_python:
+    unsaved = _unsaved_iterator_reason(config, trainer, train_read_in_python)
+    if unsaved is None:
+        objects["iterator"] = trainer.iterator
+    else:
         print(
-            "Not checkpointing the input iterator: the train records are read in Python "
-            "(skip_corrupt or gs://), which tf.data cannot save; a resumed run restarts the "
-            "input stream (model, optimizer, step and meters are still restored).",
+            f"Not checkpointing the input iterator: {unsaved}; a resumed run restarts the input "
+            "stream (model, optimizer, step and meters are still restored).",
             file=sys.stderr,
         )
-    elif config.checkpoint_iterator:
-        if isinstance(trainer.iterator, tf.__internal__.tracking.Trackable):
-            objects["iterator"] = trainer.iterator
-        else:
-            # tf.distribute's multi-device iterators (e.g. MirroredStrategy's) cannot be saved.
-            print(
-                f"Not checkpointing the input iterator: {type(trainer.iterator).__name__} under "
-                f"{type(trainer.strategy).__name__} is not saveable; a resumed run restarts the "
-                "input stream (model, optimizer, step and meters are still restored).",
-                file=sys.stderr,
-            )
     manager = make_manager(
         os.path.join(workdir, "checkpoints"),
         max_to_keep=config.max_checkpoints_to_keep,

@@ -79,3 +79,8 @@ def test_training_binary_runs_against_the_service(dispatcher, data_dir, tmp_path
     # the read-ahead; test_config_echoes_on_the_trainer_side checks the echo itself).
     assert summary["fresh_examples"] > 0
     assert 0.0 <= summary["eval_accuracy"] <= 1.0
+    # A resume restarts the service's input stream, and says so (it printed nothing).
+    assert (
+        "Not checkpointing the input iterator: the tf.data service holds the input position, "
+        "which a checkpoint cannot save; a resumed run restarts the input stream"
+    ) in result.stderr
