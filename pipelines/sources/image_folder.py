@@ -91,6 +91,7 @@ def load(
         eval_files = _files(eval_dir, classes, check_against=_classes(eval_dir))
     else:
         classes = _classes(root)
+        _refuse_unnamed_splits(root, classes, train_split, eval_split)
         files = _files(root, classes)
         held_out = [_held_out(path, root, eval_fraction) for path, _ in files]
         train_files = [file for file, out in zip(files, held_out, strict=True) if not out]
@@ -106,6 +107,26 @@ def load(
         input_shape=(image_size, image_size, CHANNELS),
         class_names=tuple(classes),
     )
+
+
+# Folder names that mean an eval split beside a train split (Keras, TFDS and ImageNet's own).
+_EVAL_SPLIT_NAMES = ("val", "valid", "validation", "eval", "test", "dev")
+
+
+def _refuse_unnamed_splits(root: str, classes: list[str], train_split: str, eval_split: str):
+    """Refuses ``root/<train_split>`` beside a folder named like an eval split other than
+    ``eval_split`` (``train/`` and ``val/``): read as classes, the run would learn to tell the
+    splits apart, two "classes", and its accuracy would say nothing."""
+    if train_split not in classes:
+        return
+    splits = [name for name in classes if name.lower() in _EVAL_SPLIT_NAMES]
+    if splits:
+        raise ValueError(
+            f"image folder {root!r} holds {train_split!r} and {splits[0]!r} folders, which look "
+            f"like splits, but data.eval_split is {eval_split!r}, so they would be read as "
+            f"classes ({classes}); set --config.data.eval_split={splits[0]} to read them as "
+            "the train and eval splits."
+        )
 
 
 def _classes(directory: str) -> list[str]:

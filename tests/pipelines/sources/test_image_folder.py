@@ -306,3 +306,22 @@ def test_a_huge_image_fails_naming_it_before_decoding_unless_skipped(tmp_path):
     assert skipping.train.num_examples == 3
     (skipped,) = skipping.train.read_stats.skipped_records
     assert skipped[0].endswith("huge.png") and "40000 x 40000 pixels" in skipped[-1]
+
+
+def test_train_and_val_folders_are_refused_as_classes_naming_the_eval_split(tmp_path):
+    # Before: 'Found ... in 2 classes: train (56 + 4), val (15 + 0)', a run learning to tell
+    # the splits apart at accuracy 1.0.
+    files = {f"{split}/{name}/{i}.jpg": _jpeg(seed=i) for split in ("train", "val")
+             for name in ("a", "b") for i in range(2)}  # fmt: skip
+    root = _folder(tmp_path, files)
+    with pytest.raises(ValueError, match=r"'train' and 'val' folders, which look like splits.*"
+                       r"--config\.data\.eval_split=val"):  # fmt: skip
+        image_folder.load(root, image_size=SIZE)
+    source = image_folder.load(root, image_size=SIZE, eval_split="val")
+    assert source.class_names == ("a", "b") and source.eval.num_examples == 4
+    # A class that happens to be named 'train', with no split-like sibling, is still a class.
+    classes = _folder(tmp_path / "classes", {"train/x.jpg": _jpeg(), "plane/y.jpg": _jpeg()})
+    assert image_folder.load(classes, image_size=SIZE, eval_fraction=0.5).class_names == (
+        "plane",
+        "train",
+    )
