@@ -211,7 +211,8 @@ def run_manager(
 
     ``train_read_in_python``: the train records are read by a Python generator (TFRecords with
     ``skip_corrupt`` or on gs://), which tf.data cannot save: the iterator is left out, saying
-    so, as for a distributed iterator that cannot be saved."""
+    so, as for a distributed iterator that cannot be saved. A resumed run prints the caveats
+    of its techniques that cannot promise to end as if never stopped (``warn_resume_caveats``)."""
     objects = dict(
         model=trainer.model,
         optimizer=trainer.optimizer,
@@ -243,4 +244,17 @@ def run_manager(
     restored = restore_latest(manager, first=first)
     if restored:
         print(f"Resumed from {restored} at step {int(trainer.step.numpy())}.", file=sys.stderr)
+        warn_resume_caveats(techniques)
     return manager
+
+
+def warn_resume_caveats(techniques) -> None:
+    """Prints, for a resumed run, each technique's ``resume_caveat``: why the run may not end as
+    the run never stopped would (pruning decides its epochs as its pipeline reads ahead)."""
+    for technique in techniques:
+        caveat = getattr(technique, "resume_caveat", None)
+        progress = technique.progress()
+        if progress is not None and float(progress) >= 1.0:
+            continue  # the technique has ended the run: nothing is left to decide differently
+        if caveat:
+            print(f"Warning: {caveat}.", file=sys.stderr)

@@ -82,13 +82,16 @@ def test_the_summary_counts_what_training_consumed_not_the_read_ahead(
 
 
 def test_a_run_resumed_with_another_echo_factor_keeps_counting_its_fresh_examples(
-    load_config, data_dir, tmp_path
+    load_config, data_dir, tmp_path, capsys
 ):
     config = _smoke_config(load_config, data_dir)
     config.num_steps, config.echo, config.checkpoint_every_steps = 20, 2.0, 10
     experiment.run(config, str(tmp_path))
     config.num_steps, config.echo = 30, 4.0  # 20 steps behind 320 fresh, then 10 behind 80
     summary = experiment.run(config, str(tmp_path))
+    # Echo alone resumes exactly: only pruning's resume caveat is printed (issue 33).
+    err = capsys.readouterr().err
+    assert "Resumed from" in err and "Warning: pruning" not in err
     fresh = [row["fresh_examples_trained"] for row in metrics_writer.read_metrics(str(tmp_path))]
     assert fresh == [160, 320, 400]  # not 20 steps x 32 / 4 = 160 at the resume
     assert summary["fresh_examples_trained"] == 400 and summary["echo_ratio"] == 960 / 400

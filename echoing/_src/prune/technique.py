@@ -45,6 +45,20 @@ class PruningTechnique(Technique):
         "batches cover) and training has taken them all. The examples it prunes take no "
         "steps; set prune_epochs to train longer"
     )
+    # Said when a pruned run resumes (trainers.checkpointing.run_manager). The stage decides an
+    # epoch from the losses reported by the time the input pipeline reaches that epoch, which
+    # its read-ahead makes a matter of thread timing; a restored pipeline reads ahead by other
+    # amounts than the uninterrupted one did, so a resume (or a run on a busier machine) can
+    # decide later epochs from a table a few loops older or newer (issue 33).
+    resume_caveat = (
+        "pruning decides each epoch's kept examples from the losses training has reported when "
+        "the input pipeline reaches that epoch, and how far the pipeline reads ahead of "
+        "training is a matter of thread timing, which a restored pipeline does not repeat: "
+        "from the next epoch on, this resumed run may keep other examples than the run never "
+        "stopped would have (most often with echo, whose groups read far ahead) and end a few "
+        "steps and a little accuracy apart from it, still after its prune_epochs epochs. For "
+        "runs that must match exactly, run pruning uninterrupted on an otherwise idle machine"
+    )
 
     def __init__(
         self,
