@@ -253,8 +253,9 @@ def warn_resume_caveats(techniques) -> None:
     the run never stopped would (pruning decides its epochs as its pipeline reads ahead)."""
     for technique in techniques:
         caveat = getattr(technique, "resume_caveat", None)
+        if not caveat:
+            continue
         progress = technique.progress()
         if progress is not None and float(progress) >= 1.0:
             continue  # the technique has ended the run: nothing is left to decide differently
-        if caveat:
-            print(f"Warning: {caveat}.", file=sys.stderr)
+        print(f"Warning: {caveat}.", file=sys.stderr)
