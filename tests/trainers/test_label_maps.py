@@ -2,29 +2,12 @@
 silent): a class folder renamed ``Zebra`` -> ``zebra`` sorted into another label order, and the
 restored model trained on, or was evaluated against, labels that meant other classes."""
 
-import io
 import os
 import shutil
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from trainers import experiment, label_maps
-
-
-def _image_folder(root, names):
-    """Three PNGs per class in ``root/train/<class>/`` and two in ``root/test/<class>/``."""
-    for label, name in enumerate(names):
-        for split, count in (("train", 6), ("test", 2)):
-            folder = os.path.join(root, split, name)
-            os.makedirs(folder)
-            for index in range(count):
-                pixels = np.full((16, 16, 3), 60 * label + index, np.uint8)
-                buffer = io.BytesIO()
-                Image.fromarray(pixels).save(buffer, "PNG")
-                with open(os.path.join(folder, f"{index}.png"), "wb") as file:
-                    file.write(buffer.getvalue())
 
 
 def _config(load_config, root):
@@ -36,10 +19,10 @@ def _config(load_config, root):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, load_config):
+def trained(tmp_path_factory, load_config, add_images):
     """A finished run on classes Zebra, cat, dog, and a copy of its folder with 'zebra'."""
     tmp = tmp_path_factory.mktemp("maps")
-    _image_folder(tmp / "images", ["Zebra", "cat", "dog"])
+    add_images(tmp / "images", dict.fromkeys(["Zebra", "cat", "dog"], 6), size=16)
     experiment.run(_config(load_config, tmp / "images"), str(tmp / "run"))
     shutil.copytree(tmp / "images", tmp / "renamed")
     for split in ("train", "test"):

@@ -1,31 +1,13 @@
 """Tests for trainers.workdir_config: what a workdir's run started with (config and data), and
 the sentence a failed resume adds, which never blames a field a resume may change."""
 
-import io
 import json
 import os
 
-import numpy as np
 import pytest
 import tensorflow as tf
-from PIL import Image
 
 from trainers import experiment, workdir_config
-
-
-def _add_images(root, counts: dict[str, int]) -> None:
-    """Adds ``counts[class]`` PNGs to ``root/train/<class>/`` (and one to ``root/test/``)."""
-    for name, count in counts.items():
-        for split, number in (("train", count), ("test", 1)):
-            folder = os.path.join(root, split, name)
-            os.makedirs(folder, exist_ok=True)
-            start = len(os.listdir(folder))
-            for index in range(start, start + number):
-                pixels = np.random.default_rng(index).integers(0, 256, (20, 20, 3), np.uint8)
-                buffer = io.BytesIO()
-                Image.fromarray(pixels).save(buffer, "PNG")
-                with open(os.path.join(folder, f"{index}.png"), "wb") as file:
-                    file.write(buffer.getvalue())
 
 
 def _image_folder_config(load_config, root):
@@ -39,8 +21,10 @@ def _checkpoint(workdir) -> None:
     tf.train.Checkpoint(v=tf.Variable(1.0)).save(os.path.join(workdir, "checkpoints", "ckpt"))
 
 
-def test_the_first_run_records_its_config_and_what_its_data_holds(load_config, tmp_path):
-    _add_images(tmp_path / "images", {"cat": 3, "dog": 3})
+def test_the_first_run_records_its_config_and_what_its_data_holds(
+    load_config, tmp_path, add_images
+):
+    add_images(tmp_path / "images", {"cat": 3, "dog": 3}, eval_count=1)
     config = _image_folder_config(load_config, tmp_path / "images")
     workdir = str(tmp_path / "run")
     assert workdir_config.changes(config, workdir) == []
@@ -49,13 +33,15 @@ def test_the_first_run_records_its_config_and_what_its_data_holds(load_config, t
     assert saved["found.train_examples"] == 6 and saved["found.classes"] == 2
 
 
-def test_a_resume_on_grown_data_names_what_the_data_held_and_holds(load_config, tmp_path):
+def test_a_resume_on_grown_data_names_what_the_data_held_and_holds(
+    load_config, tmp_path, add_images
+):
     root = tmp_path / "images"
-    _add_images(root, {"cat": 3, "dog": 3})
+    add_images(root, {"cat": 3, "dog": 3}, eval_count=1)
     workdir = str(tmp_path / "run")
     workdir_config.changes(_image_folder_config(load_config, root), workdir)
     _checkpoint(workdir)
-    _add_images(root, {"cat": 1, "fox": 2})
+    add_images(root, {"cat": 1, "fox": 2}, eval_count=1)
     config = _image_folder_config(load_config, root)
     config.num_steps = 20
     changed = workdir_config.changes(config, workdir)
@@ -71,16 +57,18 @@ def test_a_resume_on_grown_data_names_what_the_data_held_and_holds(load_config, 
     )
 
 
-def test_a_record_from_before_the_data_was_recorded_names_no_data(load_config, tmp_path):
+def test_a_record_from_before_the_data_was_recorded_names_no_data(
+    load_config, tmp_path, add_images
+):
     root = tmp_path / "images"
-    _add_images(root, {"cat": 3, "dog": 3})
+    add_images(root, {"cat": 3, "dog": 3}, eval_count=1)
     workdir = tmp_path / "run"
     workdir_config.changes(_image_folder_config(load_config, root), str(workdir))
     _checkpoint(str(workdir))
     path = workdir / workdir_config.FILENAME
     saved = json.loads(path.read_text())
     path.write_text(json.dumps({k: v for k, v in saved.items() if not k.startswith("found.")}))
-    _add_images(root, {"cat": 1})
+    add_images(root, {"cat": 1}, eval_count=1)
     assert workdir_config.changes(_image_folder_config(load_config, root), str(workdir)) == []
 
 
