@@ -60,6 +60,16 @@ def make_summary(
         "trained_examples": trained,
         # In-batch selection: the share of each batch the steps' gradients used.
         "select_ratio": config.select_ratio if config.select_ratio < 1 else None,
+        # AutoEcho's fresh examples are counted at the factor it set each loop, which an
+        # example-level stage applies hundreds of elements late: a nominal count, said so.
+        "echo_ratio_nominal": bool(config.get("auto_echo_max_factor")),
+        # The rows the gradients used: the selection's rule, max(1, round(ratio * batch)) per
+        # step (on one replica; each replica rounds its share of the batch), not trained * ratio.
+        "selected_examples": (
+            step * max(1, round(config.select_ratio * config.data.batch_size))
+            if config.select_ratio < 1
+            else None
+        ),
         "fresh_examples_trained": fresh_trained,
         "echo_ratio": trained / fresh_trained if fresh_trained else None,
         "fresh_examples": result["fresh_examples"],
@@ -97,7 +107,9 @@ def _selected(summary: dict[str, object]) -> str:
     ratio = summary.get("select_ratio")
     if not ratio:
         return ""
-    used = round(summary["trained_examples"] * ratio)
+    used = summary.get("selected_examples")
+    if used is None:  # a summary written before selected_examples was
+        used = round(summary["trained_examples"] * ratio)
     return f" (the gradients used {used} of them: select_ratio {ratio:g})"
 
 
@@ -142,7 +154,15 @@ def format_summary(summary: dict[str, object]) -> str:
 
 
 def _ratio(summary: dict[str, object]) -> str:
-    return "-" if summary["echo_ratio"] is None else f"{summary['echo_ratio']:.2f}"
+    if summary["echo_ratio"] is None:
+        return "-"
+    if summary.get("echo_ratio_nominal"):
+        return (
+            f"{summary['echo_ratio']:.2f}, nominal: rows / the factor AutoEcho set each loop; "
+            "a stage before batch() takes a new factor late, so more fresh examples may lie "
+            "behind them"
+        )
+    return f"{summary['echo_ratio']:.2f}"
 
 
 def trained_model_line(model_path: str, class_names: Sequence[str] = ()) -> str:

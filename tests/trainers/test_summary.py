@@ -8,12 +8,13 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from PIL import Image
 
 from echoing import meters
 from pipelines.sources.record_reader import ReadStats
-from trainers import experiment, inputs, models, summary
+from trainers import controller, experiment, inputs, models, summary
 
 
 def _jpeg(seed: int) -> bytes:
@@ -154,3 +155,32 @@ def test_a_language_model_run_names_the_code_that_loads_its_model(load_config, t
     line = next(x for x in printed.getvalue().splitlines() if x.startswith("trained model: "))
     loaded = _load_in_a_fresh_python(line, cwd=tmp_path)
     assert loaded.returncode == 0, loaded.stderr
+
+
+@pytest.mark.parametrize(("ratio", "used"), [(0.02, 20), (0.3, 200), (0.5, 320)])
+def test_the_rows_the_gradients_used_follow_the_selections_rounding(load_config, ratio, used):
+    # 20 steps of batch 32: select_ratio 0.02 trains max(1, round(0.64)) = 1 row a step (20 in
+    # all), 0.3 trains 10 (200); trained * ratio said 13 and 192.
+    config = experiment.resolve_config(load_config("mnist1d", "smoke"))
+    config.select_ratio, config.data.batch_size = ratio, 32
+    made = summary.make_summary(
+        config,
+        20,
+        {"eval_accuracy": 0.5, "eval_loss": 1.0},
+        meters.EchoMeters(),
+        controller.RunClock(),
+        {},
+        640,
+    )
+    assert made["selected_examples"] == used
+    assert f"(the gradients used {used} of them: select_ratio {ratio:g})" in (
+        summary.format_summary(made)
+    )
+
+
+def test_an_auto_echo_runs_ratio_is_said_to_be_nominal():
+    # Counted at the factor set each loop, which an example-level stage applies late: a run
+    # reported 1,920 rows "behind 520 fresh ones (echo ratio 3.69)" over batches of 828+.
+    assert "(echo ratio 1.00)" in _printed({})
+    text = _printed({"echo_ratio_nominal": True})
+    assert "(echo ratio 1.00, nominal: rows / the factor AutoEcho set each loop;" in text
