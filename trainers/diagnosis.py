@@ -19,6 +19,7 @@ echo-free loop to measure the input-wait fraction, and recommends a factor and a
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -142,6 +143,9 @@ def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
             unaugmented_upstream_seconds=t_plain,
         ),
     }
+    result["echo_buffer_size"] = echo_buffer_size(
+        result["echo_factor"], result["echo_insert"], config.data.batch_size
+    )
     with tf.io.gfile.GFile(os.path.join(workdir, "diagnosis.json"), "w") as file:
         file.write(json.dumps(result, indent=2) + "\n")
     print(format_diagnosis(result))
@@ -167,6 +171,16 @@ def _verdict(ratio_low: float, ratio_high: float) -> str:
     return "borderline"
 
 
+def echo_buffer_size(factor: float, insert: str, batch_size: int) -> int:
+    """The shuffle buffer that spreads an example's copies over batches: four batches per copy
+    (0 after ``batch()``, where whole batches are echoed and nothing needs spreading). Without
+    one, a stage before ``batch()`` puts an example's copies in the same batch, and the run warns
+    that its echo is worth little."""
+    if insert == "after_batch":
+        return 0
+    return 4 * batch_size * math.ceil(factor)
+
+
 def format_diagnosis(diagnosis: dict[str, object]) -> str:
     """The human-readable ``--diagnose`` report: the timings, then one verdict line whose advice
     follows from it (an echo factor and point only when the run is input-bound)."""
@@ -179,7 +193,13 @@ def format_diagnosis(diagnosis: dict[str, object]) -> str:
             f"verdict: input-bound ({spread}): the step waits for input; recommended: "
             f"echo={diagnosis['echo_factor']:.2f}, insert={diagnosis['echo_insert']} "
             f"(--config.echo={diagnosis['echo_factor']:g} "
-            f"--config.echo_insert={diagnosis['echo_insert']})"
+            f"--config.echo_insert={diagnosis['echo_insert']}"
+            + (
+                f" --config.echo_buffer_size={diagnosis['echo_buffer_size']}"
+                if diagnosis.get("echo_buffer_size")
+                else ""
+            )
+            + ")"
         ),
         "not_input_bound": (
             f"verdict: not input-bound ({spread}): the input keeps up, so echo would only repeat "

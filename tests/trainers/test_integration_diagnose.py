@@ -115,3 +115,26 @@ def test_the_verdict_follows_r_and_its_spread(low, high, verdict, says, never_sa
     last = diagnosis_module.format_diagnosis(report).splitlines()[-1]
     assert f"{low:.2f}-{high:.2f} over 3 rounds" in last
     assert says in last and never_says not in last
+
+
+@pytest.mark.parametrize(
+    ("insert", "buffer", "flag"),
+    [
+        ("before_augment", 384, " --config.echo_buffer_size=384)"),
+        ("after_augment", 384, " --config.echo_buffer_size=384)"),
+        ("after_batch", 0, "--config.echo_insert=after_batch)"),
+    ],
+)
+def test_the_recommendation_carries_the_shuffle_that_spreads_the_copies(insert, buffer, flag):
+    # Before: echo=8 before_augment with no buffer, which the run then warned is worth little
+    # (each example's copies land in the same batch).
+    assert diagnosis_module.echo_buffer_size(2.8, insert, 32) == buffer  # 4 batches per copy
+    report = {
+        "steps": 30, "upstream_seconds_per_step": 0.028, "downstream_seconds_per_step": 0.01,
+        "unaugmented_upstream_seconds_per_step": 0.01, "train_seconds_per_step": 0.03,
+        "input_wait_fraction": 0.6, "ratio": 2.8, "ratio_low": 2.5, "ratio_high": 3.1,
+        "verdict": "input_bound", "echo_factor": 2.8, "echo_insert": insert,
+        "augment_fraction": 0.64, "echo_buffer_size": buffer,
+    }  # fmt: skip
+    last = diagnosis_module.format_diagnosis(report).splitlines()[-1]
+    assert last.endswith(flag)
