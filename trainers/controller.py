@@ -267,6 +267,8 @@ class Controller:
             echo_factor = self._echo_factor()
             consumed = step * self.schedule.batch_size / echo_factor
         self._consumed = self._consumed_at_eval = consumed
+        for technique in self.techniques:
+            technique.restored()
         self._finished = self._run_done()
         if step and step >= self.schedule.num_steps:
             print(

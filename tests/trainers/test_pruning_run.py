@@ -1,6 +1,7 @@
 """Loss-table pruning in the trainer: a run measured in epochs, its schedule, resume, bad config."""
 
 import re
+import shutil
 
 import keras
 import numpy as np
@@ -182,3 +183,18 @@ def test_a_pruned_run_ends_when_training_took_its_epochs_not_when_they_were_read
     summary = experiment.run(config, str(tmp_path))
     assert 2_000 <= summary["fresh_examples_trained"] <= 2_000 + 2 * 32  # within a step or two
     assert summary["step"] < 200
+
+
+def test_a_finished_pruned_run_resumed_with_more_epochs_trains_them(
+    whole_run, prune_config, tmp_path
+):
+    # Its saved progress said 1, so the rerun ended at once, advising prune_epochs, which did
+    # not help either; the progress is now recomputed over the run's epochs when it resumes.
+    workdir, summary = whole_run
+    copy = str(tmp_path / "run")
+    shutil.copytree(workdir, copy)
+    prune_config.num_steps = 320  # 10 epochs' worth of full batches: 10 epochs, not 5
+    longer = experiment.run(prune_config, copy)
+    assert longer["step"] > summary["step"] + 40
+    last = metrics_writer.read_metrics(copy)[-1]
+    assert last["prune_epochs_trained"] == pytest.approx(10.0, abs=0.1)

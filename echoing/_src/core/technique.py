@@ -47,7 +47,8 @@ refused when it is defined, so a declaration cannot be forgotten.
 - ``progress()``: for a technique that changes the steps an epoch takes (pruning), the fraction
   of the run done by its own count, as a tensor: the learning rate follows it and the run ends
   when it reaches 1; ``None`` (the default) keeps the run measured in steps.
-- ``checkpointed()``: the state a checkpoint saves, by name; ``scalars()``: what it logs;
+- ``checkpointed()``: the state a checkpoint saves, by name; ``restored()``: called after the
+  restore, before training; ``scalars()``: what it logs;
   ``close()``: stop threads at the end of the run.
 """
 
@@ -202,6 +203,11 @@ class Technique(ClosesOnExit):
 
     def checkpointed(self) -> dict[str, Any]:
         return {}
+
+    def restored(self) -> None:
+        """Called once the run's state is restored (or fresh), before it trains: recompute what
+        derives from that state and this run's config (pruning's progress, after a resume with
+        more epochs)."""
 
     def scalars(self) -> dict[str, float]:
         return {}

@@ -94,6 +94,11 @@ class PruningTechnique(Technique):
         # (a shuffle buffer as large as the data set would end the run an epoch early).
         # Each input pipeline prunes its shard: the rows of the global batch are its share.
         self.stage.trained.record(feedback.ids, feedback.echo_factor * self.num_input_pipelines)
+        self.restored()
+
+    def restored(self) -> None:
+        # The epochs trained over this run's epochs: a finished run resumed with more epochs
+        # (num_steps or prune_epochs raised) goes on, where its saved progress said 1.
         trained = self.stage.epochs_trained() / self.stage.num_epochs
         self._progress.assign(min(trained, 1.0))
 
