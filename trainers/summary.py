@@ -60,9 +60,12 @@ def make_summary(
         "trained_examples": trained,
         # In-batch selection: the share of each batch the steps' gradients used.
         "select_ratio": config.select_ratio if config.select_ratio < 1 else None,
-        # AutoEcho's fresh examples are counted at the factor it set each loop, which an
-        # example-level stage applies hundreds of elements late: a nominal count, said so.
-        "echo_ratio_nominal": bool(config.get("auto_echo_max_factor")),
+        # Fresh examples are counted as rows / the echo factor. That is nominal, and said so,
+        # under AutoEcho (an example-level stage applies a new factor hundreds of elements late)
+        # and with echo and the Assistant's filter, which drops an example's copies one by one.
+        "echo_ratio_nominal": bool(
+            config.get("auto_echo_max_factor") or (config.get("assist") and config.echo != 1)
+        ),
         # The rows the gradients used: the selection's rule, max(1, round(ratio * batch)) per
         # step (on one replica; each replica rounds its share of the batch), not trained * ratio.
         "selected_examples": (
@@ -158,9 +161,9 @@ def _ratio(summary: dict[str, object]) -> str:
         return "-"
     if summary.get("echo_ratio_nominal"):
         return (
-            f"{summary['echo_ratio']:.2f}, nominal: rows / the factor AutoEcho set each loop; "
-            "a stage before batch() takes a new factor late, so more fresh examples may lie "
-            "behind them"
+            f"{summary['echo_ratio']:.2f}, nominal: rows / the echo factor; AutoEcho's stage "
+            "takes a new factor late and a filter after echo drops copies one by one, so more "
+            "fresh examples may lie behind them"
         )
     return f"{summary['echo_ratio']:.2f}"
 

@@ -473,3 +473,9 @@ def test_a_stage_restores_into_a_run_of_another_length(tmp_path):
     longer = echoing.loss_prune(echoing.LossTable(8), num_epochs=19, seed=0)
     tf.train.Checkpoint(stage=longer).restore(path).assert_existing_objects_matched()
     assert float(longer.epochs_trained()) == pytest.approx(float(stage.epochs_trained()))
+
+
+def test_an_empty_update_records_nothing_and_is_not_called_floats():
+    table = echoing.LossTable(4)
+    table.update([], [])  # before: "ids must be integers, got dtype float32"
+    assert not table.seen.numpy().any() and int(table.nonfinite_skipped.numpy()) == 0

@@ -183,4 +183,22 @@ def test_an_auto_echo_runs_ratio_is_said_to_be_nominal():
     # reported 1,920 rows "behind 520 fresh ones (echo ratio 3.69)" over batches of 828+.
     assert "(echo ratio 1.00)" in _printed({})
     text = _printed({"echo_ratio_nominal": True})
-    assert "(echo ratio 1.00, nominal: rows / the factor AutoEcho set each loop;" in text
+    assert "(echo ratio 1.00, nominal: rows / the echo factor; AutoEcho's stage" in text
+
+
+@pytest.mark.parametrize(
+    ("argument", "nominal"),
+    [("smoke,echo=auto", True), ("smoke,echo=2,assist=1", True), ("smoke,echo=2", False),
+     ("smoke,assist=1", False)],
+)  # fmt: skip
+def test_the_ratio_is_nominal_where_rows_over_the_factor_is_not_what_was_consumed(
+    load_config, argument, nominal
+):
+    # echo=2 with the Assistant after it reported "behind 8000 fresh ones (echo ratio 2.00)"
+    # where the filter, dropping copies one by one, had the pipeline read ~1.1 rows per example.
+    config = experiment.resolve_config(load_config("mnist1d", argument))
+    made = summary.make_summary(
+        config, 20, {"eval_accuracy": 0.5, "eval_loss": 1.0}, meters.EchoMeters(),
+        controller.RunClock(), {}, 320,
+    )  # fmt: skip
+    assert made["echo_ratio_nominal"] is nominal

@@ -124,6 +124,8 @@ def integer_ids(ids, caller: str) -> tf.Tensor:
 
         integer_ids([3, 1], "LossTable.update")  # int64 [2]
     """
+    if isinstance(ids, (list, tuple)) and not ids:
+        ids = tf.zeros([0], tf.int64)  # Python's empty list converts to float32: no ids, not floats
     ids = tf.convert_to_tensor(ids)
     if not ids.dtype.is_integer:
         raise TypeError(
