@@ -143,6 +143,12 @@ def diagnose(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
             unaugmented_upstream_seconds=t_plain,
         ),
     }
+    return _report(result, config, workdir)
+
+
+def _report(result: dict[str, object], config, workdir: str) -> dict[str, object]:
+    """Adds the shuffle the recommended echo needs, writes ``workdir/diagnosis.json`` and
+    prints the report; returns ``result``."""
     result["echo_buffer_size"] = echo_buffer_size(
         result["echo_factor"], result["echo_insert"], config.data.batch_size
     )

@@ -68,6 +68,7 @@ from trainers import (
     controller,
     diagnosis,
     inputs,
+    label_maps,
     metrics_writer,
     strategies,
     workdir_config,
@@ -94,7 +95,7 @@ __all__ = [
 ]
 
 MODEL_FILENAME = "model.keras"
-CLASSES_FILENAME = "classes.txt"
+CLASSES_FILENAME = label_maps.CLASSES_FILENAME  # the class names, beside the model
 
 
 def run(

@@ -58,21 +58,7 @@ def make_summary(
             math.exp(min(evaluation["eval_loss"], 700.0)) if config.data.source == "text" else None
         ),
         "trained_examples": trained,
-        # In-batch selection: the share of each batch the steps' gradients used.
-        "select_ratio": config.select_ratio if config.select_ratio < 1 else None,
-        # Fresh examples are counted as rows / the echo factor. That is nominal, and said so,
-        # under AutoEcho (an example-level stage applies a new factor hundreds of elements late)
-        # and with echo and the Assistant's filter, which drops an example's copies one by one.
-        "echo_ratio_nominal": bool(
-            config.get("auto_echo_max_factor") or (config.get("assist") and config.echo != 1)
-        ),
-        # The rows the gradients used: the selection's rule, max(1, round(ratio * batch)) per
-        # step (on one replica; each replica rounds its share of the batch), not trained * ratio.
-        "selected_examples": (
-            step * max(1, round(config.select_ratio * config.data.batch_size))
-            if config.select_ratio < 1
-            else None
-        ),
+        **_technique_counts(config, step),
         "fresh_examples_trained": fresh_trained,
         "echo_ratio": trained / fresh_trained if fresh_trained else None,
         "fresh_examples": result["fresh_examples"],
@@ -88,6 +74,28 @@ def make_summary(
             timings["upstream"] / timings["downstream"] if timings else None
         ),
         **_read_report(read_stats),
+    }
+
+
+def _technique_counts(config, step: int) -> dict[str, object]:
+    """What in-batch selection used of the batches, and whether the echo ratio is nominal."""
+    selecting = config.select_ratio < 1
+    return {
+        # In-batch selection: the share of each batch the steps' gradients used.
+        "select_ratio": config.select_ratio if selecting else None,
+        # Fresh examples are counted as rows / the echo factor. That is nominal, and said so,
+        # under AutoEcho (an example-level stage applies a new factor hundreds of elements late)
+        # and with echo and the Assistant's filter, which drops an example's copies one by one.
+        "echo_ratio_nominal": bool(
+            config.get("auto_echo_max_factor") or (config.get("assist") and config.echo != 1)
+        ),
+        # The rows the gradients used: the selection's rule, max(1, round(ratio * batch)) per
+        # step (on one replica; each replica rounds its share of the batch), not trained * ratio.
+        "selected_examples": (
+            step * max(1, round(config.select_ratio * config.data.batch_size))
+            if selecting
+            else None
+        ),
     }
 
 
