@@ -43,6 +43,9 @@ import tqdm
 from echoing import meters as echo_meters
 from echoing.techniques import Technique
 from trainers import checkpointing, interrupts, metrics_writer
+from trainers.run_stops import RunInterrupted, TrainingDiverged, check_finite, checkpoint_step
+
+__all__ = ["Controller", "InnerLoop", "RunClock", "RunInterrupted", "Schedule", "TrainingDiverged"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,39 +132,6 @@ class RunClock(tf.Module):
             self.target_fresh.assign(fresh)
 
 
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or the binary's SIGTERM) stopped training; a checkpoint of ``step`` was saved.
-
-    A ``KeyboardInterrupt``, so code that handles those still does; re-running the same
-    command with the same workdir resumes from ``checkpoint`` (None: nothing was saved).
-    """
-
-    def __init__(self, step: int, checkpoint: str | None):
-        super().__init__(f"interrupted at step {step}; saved {checkpoint}")
-        self.step, self.checkpoint = step, checkpoint
-
-
-class TrainingDiverged(RuntimeError):
-    """The training loss became NaN or infinite; the run stopped without saving that state."""
-
-
-def _check_finite(loss: float | None, step: int, manager) -> None:
-    if loss is None or math.isfinite(loss):
-        return
-    last_checkpoint = manager.latest_checkpoint if manager is not None else None
-    kept = (
-        f"The diverged state was not saved; the last checkpoint, {last_checkpoint}, is from "
-        "before it (a run in this workdir resumes there)."
-        if last_checkpoint
-        else "Nothing was saved."
-    )
-    raise TrainingDiverged(
-        f"the training loss is {loss} in the steps up to {step}: training diverged. Lower the "
-        "learning rate (--config.learning_rate; or lengthen --config.warmup_steps), or check "
-        f"the data for NaN or infinite values. {kept}"
-    )
-
-
 class Controller:
     """Drives an ``InnerLoop`` to ``schedule.num_steps`` (see the module docstring)."""
 
@@ -190,6 +160,7 @@ class Controller:
         # Decided once per inner loop (before its scalars are read, so the logged counts agree).
         self._finished = False
         self._last_progress = None  # (step, progress) after the last inner loop
+        self._logged_step = 0
 
     def fresh_trained(self) -> int:
         """Fresh examples behind the batches trained on so far (batch / echo factor per step)."""
@@ -253,12 +224,17 @@ class Controller:
                 raise
             # An interrupt arrives between TF calls: model, optimizer and step agree here.
             step = _current_step(self.trainer)
-            saved = None
-            if self.manager is not None:
-                saved = self.manager.latest_checkpoint
-                if saved is None or not saved.endswith(f"-{step}"):
-                    saved = checkpointing.save(self.manager, step)
-            raise RunInterrupted(step, saved) from interrupt
+            if self.manager is None:
+                raise RunInterrupted(step, None) from interrupt
+            saved = self.manager.latest_checkpoint
+            if saved is not None and saved.endswith(f"-{step}"):
+                raise RunInterrupted(step, saved) from interrupt
+            if self.writer is not None and self._logged_step != step:
+                # A second signal, at once, after the loop's steps and before its row: keep the
+                # last checkpoint, whose row is in the log (a resume drops the rows after it).
+                kept = checkpoint_step(saved)
+                raise RunInterrupted(step, saved, resume_step=kept) from interrupt
+            raise RunInterrupted(step, checkpointing.save(self.manager, step)) from interrupt
 
     def _run(self) -> tuple[int, dict[str, float]]:
         step = _current_step(self.trainer)
@@ -267,6 +243,7 @@ class Controller:
             echo_factor = self._echo_factor()
             consumed = step * self.schedule.batch_size / echo_factor
         self._consumed = self._consumed_at_eval = consumed
+        self._logged_step = step  # the step of the last metrics row (the restored one's)
         for technique in self.techniques:
             technique.restored()
         self._finished = self._run_done()
@@ -333,7 +310,7 @@ class Controller:
         self._consumed += (boundary - step) * schedule.batch_size / echo_factor
         result = self.trainer.train(boundary - step)
         # Stop at a NaN/inf loss, before the loop's state is evaluated, written or saved.
-        _check_finite(result.get("train_loss"), boundary, self.manager)
+        check_finite(result.get("train_loss"), boundary, self.manager)
         self.clock.seconds.assign_add(result.pop("loop_seconds"))
         self.clock.fresh_trained.assign(self._consumed)
         self._finished = self._run_done()
@@ -351,6 +328,7 @@ class Controller:
         scalars["train_seconds"] = float(self.clock.seconds.numpy())
         if self.writer is not None:
             self.writer.write(step, scalars)
+            self._logged_step = step
         checkpoint_due = step % schedule.checkpoint_every_steps == 0 or step == schedule.num_steps
         if self.manager is not None and (checkpoint_due or self.stopped()):
             checkpointing.save(self.manager, step)

@@ -15,7 +15,9 @@ the log never shows, and a resumed run leaves that row out for good. Within
 ``stop_at_loop_end`` a signal only records the request; ``Controller`` calls
 ``raise_if_requested`` after each inner loop (its row written, any due checkpoint saved), which
 raises the recorded interrupt there. The wait is one inner loop (``steps_per_loop`` steps at
-most); a second signal raises at once, for a user who will not wait.
+most); a second signal raises at once, for a user who will not wait. If that lands after a
+loop's steps and before their row, the controller saves nothing and keeps the last checkpoint
+(``RunInterrupted.resume_step``): the steps since it are lost, no row is.
 """
 
 from __future__ import annotations

@@ -289,6 +289,17 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, turned into an interrupt so the run saves a checkpoint as for Ctrl-C."""
 
 
+def _exit_interrupted(interrupted) -> None:
+    """One line on what was saved, and exit status 130 (Ctrl-C) or 143 (SIGTERM)."""
+    terminated = isinstance(interrupted.__cause__, _Terminated)
+    print(
+        f"{'Terminated' if terminated else 'Interrupted'} at step {interrupted.step}; "
+        f"{interrupted.saved()}. Run the same command to resume.",
+        file=sys.stderr,
+    )
+    sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
+
+
 def _run_resumably(config, workdir: str) -> None:
     """``experiment.run``; Ctrl-C or SIGTERM end the current inner loop, save a checkpoint and
     exit 130 / 143 with one line (``trainers.interrupts``; a second signal stops at once)."""
@@ -297,13 +308,7 @@ def _run_resumably(config, workdir: str) -> None:
         with interrupts.stop_at_loop_end(signals):
             experiment.run(config, workdir)
     except experiment.RunInterrupted as interrupted:
-        terminated = isinstance(interrupted.__cause__, _Terminated)
-        print(
-            f"{'Terminated' if terminated else 'Interrupted'} at step {interrupted.step}; saved "
-            f"{interrupted.checkpoint}. Run the same command to resume.",
-            file=sys.stderr,
-        )
-        sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
+        _exit_interrupted(interrupted)
     except _RUN_FAILURES as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
@@ -363,13 +368,7 @@ def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) 
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
     except experiment.RunInterrupted as interrupted:
-        terminated = isinstance(interrupted.__cause__, _Terminated)
-        print(
-            f"{'Terminated' if terminated else 'Interrupted'} at step {interrupted.step}; saved "
-            f"{interrupted.checkpoint}. Run the same command to resume.",
-            file=sys.stderr,
-        )
-        sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
+        _exit_interrupted(interrupted)
     summary = {k: v for k, v in result.items() if k not in ("history", "phases")}
     print(json.dumps(summary, indent=1))
     if "model_path" in result:
