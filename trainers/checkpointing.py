@@ -102,13 +102,17 @@ def restore_latest(
     *,
     partial: bool = False,
     first: tf.train.Checkpoint | None = None,
+    required: tf.train.Checkpoint | None = None,
 ) -> str | None:
     """Restores the newest checkpoint of ``manager``, if there is one.
 
     ``partial=True`` restores what ``manager``'s checkpoint holds (e.g. only the model and step,
     to evaluate) and leaves the rest of the saved state unread, without warnings; each object
     it holds must still match. ``first``: a checkpoint of some of the same objects, restored
-    from the same file before the rest (the state an input iterator's restore reads).
+    from the same file before the rest (the state an input iterator's restore reads), and not
+    required to be there. ``required``: the objects that must match, restored after ``first``
+    (default: all of ``manager``'s); with ``first`` holding the rest, a checkpoint written
+    before some state existed still restores.
 
     Returns:
       The restored checkpoint's path, or None when the directory holds no checkpoint.
@@ -126,7 +130,8 @@ def restore_latest(
         try:
             if first is not None:
                 first.restore(path).expect_partial()
-            status = manager.checkpoint.restore(path).assert_existing_objects_matched()
+            checkpoint = manager.checkpoint if required is None else required
+            status = checkpoint.restore(path).assert_existing_objects_matched()
             if partial:
                 status.expect_partial()
         except (IndexError, tf.errors.OpError) as error:

@@ -43,6 +43,26 @@ def test_round_trip_restores_weights_optimizer_and_step(tmp_path):
         tf.debugging.assert_equal(expected, actual)
 
 
+def test_state_newer_than_a_checkpoint_restores_from_first_when_not_required(tmp_path):
+    # A checkpoint written before the run also saved a counter.
+    checkpointing.make_manager(str(tmp_path), max_to_keep=1, step=tf.Variable(5)).save()
+    step, counter = tf.Variable(0), tf.Variable(-1)
+    manager = checkpointing.make_manager(str(tmp_path), max_to_keep=1, step=step, counter=counter)
+    with pytest.raises(checkpointing.CheckpointRestoreError, match="does not match"):
+        checkpointing.restore_latest(manager)  # everything is required by default
+    restored = checkpointing.restore_latest(
+        manager,
+        first=tf.train.Checkpoint(counter=counter),
+        required=tf.train.Checkpoint(step=step),
+    )
+    assert restored.endswith("ckpt-1") and int(step.numpy()) == 5 and int(counter.numpy()) == -1
+    counter.assign(3)
+    checkpointing.save(manager, 6)  # saved with the counter from now on
+    counter.assign(0)
+    checkpointing.restore_latest(manager, first=tf.train.Checkpoint(counter=counter))
+    assert int(counter.numpy()) == 3
+
+
 def test_incompatible_checkpoint_raises_a_clear_error(tmp_path):
     checkpointing.make_manager(str(tmp_path), max_to_keep=1, **_objects("mnist1d_mlp")).save()
     manager = checkpointing.make_manager(str(tmp_path), max_to_keep=1, **_objects("mnist1d_cnn"))

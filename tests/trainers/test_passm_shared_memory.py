@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainers import controller, interrupts
+from trainers import controller, interrupts, metrics_writer
 from trainers.passm import SharedMemoryTrainer, UpdateMeter
 from trainers.passm import schedule as passm_schedule
 from trainers.passm.state import TrainingState
@@ -174,13 +174,19 @@ def test_ctrl_c_saves_and_the_run_resumes(tmp_path):
     ):
         first.run(_dataset_fn, phases, eval_every=10, evaluate=interrupt_once, workdir=workdir)
     assert raised.value.step == 10 and raised.value.checkpoint.endswith("ckpt-10")
+    (before,) = metrics_writer.read_metrics(workdir)
 
     resumed = SharedMemoryTrainer(_model_fn, num_workers=2, steps_per_call=1)
     result = resumed.run(_dataset_fn, phases, eval_every=10, evaluate=_accuracy, workdir=workdir)
     assert result["start_step"] == 10 and result["completed_steps"] == 20
     # The counters and each worker's momentum came back with the model.
     assert sum(result["worker_updates"]) == result["updates_applied"] == 20
-    assert [h["step"] for h in result["history"]] == [20]
+    # So did the run's history and clock: the result is the whole run's, not the resumed part's.
+    assert [h["step"] for h in result["history"]] == [10, 20]
+    assert result["history"][0]["train_seconds"] == before["train_seconds"] > 0
+    assert result["history"][0]["accuracy"] == before["eval_accuracy"]
+    assert result["train_seconds"] == result["history"][1]["train_seconds"]
+    assert result["train_seconds"] > before["train_seconds"]
 
 
 @pytest.mark.parametrize(

@@ -63,10 +63,9 @@ def train_and_evaluate(
     ``parameter_server`` or ``synchronous``), ``strategy``, ``num_workers`` and ``phases``;
     writes it to ``workdir/result.json`` when ``workdir`` is set, with ``model_path``: the
     trained model, ``workdir/model.keras``. The config is saved as ``workdir/config.json``
-    when a workdir starts (``trainers.workdir_config``); a run that resumes where the workdir's
-    ``result.json`` ended continues that result (its history and training time, see
-    ``continue_result``), so rerunning a finished run reports it again, with the restored
-    model's accuracy.
+    when a workdir starts (``trainers.workdir_config``). A resumed run's result is the whole
+    run's (its history and training time are checkpointed), so rerunning a finished run
+    reports it again, with the restored model's accuracy.
 
     Raises:
       checkpointing.CheckpointRestoreError: the workdir's checkpoint does not fit this config
@@ -122,71 +121,15 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
         phases=[dataclasses.asdict(p) for p in phases],
     )
     if workdir:
-        result = continue_result(result, _read_result(workdir))
         # What a finished synchronous run leaves too: the model for keras.models.load_model.
         result["model_path"] = experiment.export_model(trainer.model, workdir)
         _write_result(result, workdir)
     return result
 
 
-def continue_result(result: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
-    """``result`` of a run resumed where ``previous`` (the workdir's last result) ended, as the
-    result of the whole run; ``result`` itself when ``previous`` ended elsewhere or is None.
-
-    A resumed run's own result covers only what it trained: rerunning a finished workdir trains
-    nothing, so its history and training time are empty, and writing that would erase the
-    first run's. The counters (``updates_applied``, ``examples_seen``, staleness, ...) are
-    checkpointed, so they already count the whole run. The history is ``previous``'s up to the
-    resume and ``result``'s after it, its ``train_seconds`` (and the run's, and the time to the
-    target) counted from ``previous``'s start; ``final_accuracy`` is ``result``'s (the restored
-    model's when nothing was trained). After an interruption no result was written: the result
-    then starts at the resume (``start_step``), as before.
-
-    Example::
-
-        first = json.load(open("/tmp/passm/result.json"))  # completed_steps 16, start_step 0
-        rerun = train_and_evaluate(config, "/tmp/passm")  # writes continue_result(own, first)
-        assert rerun["start_step"] == 0 and rerun["history"] == first["history"]
-    """
-    start = result["start_step"]
-    if previous is None or previous.get("completed_steps") != start:
-        return result
-    offset = float(previous.get("train_seconds") or 0.0)
-    history = [record for record in previous.get("history", []) if record["step"] <= start]
-    history += [
-        {**record, "train_seconds": record["train_seconds"] + offset}
-        for record in result["history"]
-        if record["step"] > start
-    ]
-    to_target = previous.get("train_seconds_to_target")
-    if to_target is None and result["train_seconds_to_target"] is not None:
-        to_target = result["train_seconds_to_target"] + offset
-    return {
-        **result,
-        "history": history,
-        "train_seconds": offset + result["train_seconds"],
-        "train_seconds_to_target": to_target,
-        "start_step": previous.get("start_step", start),
-    }
-
-
-def _read_result(workdir: str) -> dict[str, Any] | None:
-    """``workdir/result.json``, or None when there is none or it cannot be read."""
-    path = os.path.join(workdir, RESULT_FILENAME)
-    try:
-        with open(path) as file:
-            return json.load(file)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as error:
-        # A result that cannot be read cannot be continued; this run's own is written instead.
-        logging.warning("Not continuing %s, which cannot be read: %s", path, error)
-        return None
-
-
 def _write_result(result: dict[str, Any], workdir: str) -> None:
     """Writes ``workdir/result.json`` under a temporary name and renames it, so a kill leaves
-    the previous result whole (the next run continues it)."""
+    the previous result whole."""
     path = os.path.join(workdir, RESULT_FILENAME)
     with open(path + ".unfinished", "w") as output:
         json.dump(result, output, indent=1)

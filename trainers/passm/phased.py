@@ -9,6 +9,7 @@ over one model) and `trainers.passm.parameter_server.AsyncPartitionedTrainer` (s
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -111,11 +112,12 @@ class PhasedTrainer:
             excluded) at the first evaluation reaching it.
 
         Returns:
-          A dict: ``history`` (step, mode, learning_rate, train_seconds, loss, accuracy per
-          evaluation; a run resumed past its last step evaluates the restored model once),
-          ``final_accuracy``, ``train_seconds``, ``train_seconds_to_target``,
-          ``start_step``, the counters of `TrainingState.counters`, ``retried_steps``,
-          ``duplicate_updates`` and ``blocks``.
+          A dict of the whole run, across resumes (the clock and history are checkpointed with
+          the state): ``history`` (step, mode, learning_rate, train_seconds, loss, accuracy per
+          evaluation), ``final_accuracy`` (a run resumed at its last step trains nothing and
+          reports the restored model's), ``train_seconds``, ``train_seconds_to_target``,
+          ``start_step`` (the step this call resumed at, 0 on a fresh workdir), the counters of
+          `TrainingState.counters`, ``retried_steps``, ``duplicate_updates`` and ``blocks``.
 
         Raises:
           ParameterServerLostError: a parameter server died; the message names the checkpoint.
@@ -126,51 +128,66 @@ class PhasedTrainer:
         phases = list(phases)
         if not phases:
             raise ValueError("phases is empty; build it with passm_schedule.make_schedule.")
-        manager = self._restored_manager(workdir) if workdir else None
-        inner = PhasedLoop(self, phases, evaluate)
+        clock, history = controller.RunClock(), RunHistory()
+        manager = self._restored_manager(workdir, clock, history) if workdir else None
+        inner = PhasedLoop(self, phases, evaluate, clock, history)
         start_step = inner.step
         self._start(dataset_fn)
-        # One inner loop per evaluation; evaluation time is kept off the training clock.
-        every = dict(steps_per_loop=eval_every, eval_every_steps=eval_every)
-        schedule = controller.Schedule(
-            num_steps=phases[-1].stop,
-            checkpoint_every_steps=eval_every,
-            target_accuracy=target_accuracy or 0.0,
-            evaluation_on_clock=False,
-            **every,
-        )
-        clock = controller.RunClock()
+        schedule = _outer_schedule(phases[-1].stop, eval_every, target_accuracy)
         with contextlib.ExitStack() as stack:
-            writer = None
-            if workdir:
-                # Rows past the restored step (written before a kill) go: none is logged twice.
-                rows = metrics_writer.MetricsWriter(workdir, start_step=start_step)
-                writer = ExampleCountingWriter(stack.enter_context(rows), self.state)
+            writer = self._metrics_writer(stack, workdir, start_step) if workdir else None
             outer = controller.Controller(
                 schedule, trainer=inner, clock=clock, manager=manager, writer=writer
             )
             _run_reporting_lost_servers(outer, inner, manager)
-        if not inner.history and evaluate is not None:
+        final_accuracy = inner.last_accuracy()
+        if inner.step == start_step and evaluate is not None:
             # Nothing trained (the workdir's run already reached the end; the controller says
-            # so): the result reports the restored model's accuracy, not None.
-            inner.evaluate()
-        return self._result(inner, clock, start_step)
+            # so): the result reports the restored model's accuracy, not the history's.
+            final_accuracy = float(evaluate(self.model))
+        return self._result(inner, clock, start_step, final_accuracy)
 
-    def _restored_manager(self, workdir: str) -> tf.train.CheckpointManager:
-        """Checkpoints of the state in ``workdir/checkpoints``, the newest restored."""
+    def _restored_manager(
+        self, workdir: str, clock: controller.RunClock, history: RunHistory
+    ) -> tf.train.CheckpointManager:
+        """Checkpoints of the state, clock and history in ``workdir/checkpoints``, the newest
+        restored (one written before the clock and history were saved restores without them:
+        the run's time and history then start at the resume)."""
         manager = checkpointing.make_manager(
-            os.path.join(workdir, "checkpoints"), max_to_keep=2, state=self.state
+            os.path.join(workdir, "checkpoints"),
+            max_to_keep=2,
+            state=self.state,
+            clock=clock,
+            history=history,
         )
-        if checkpointing.restore_latest(manager):
-            logging.info("Resumed from %s", manager.latest_checkpoint)
+        restored = checkpointing.restore_latest(
+            manager,
+            first=tf.train.Checkpoint(clock=clock, history=history),
+            required=tf.train.Checkpoint(state=self.state),
+        )
+        if restored:
+            logging.info("Resumed from %s", restored)
         return manager
 
-    def _result(self, inner: PhasedLoop, clock: controller.RunClock, start_step: int) -> dict:
+    def _metrics_writer(
+        self, stack: contextlib.ExitStack, workdir: str, start_step: int
+    ) -> ExampleCountingWriter:
+        # Rows past the restored step (written before a kill) go: none is logged twice.
+        rows = metrics_writer.MetricsWriter(workdir, start_step=start_step)
+        return ExampleCountingWriter(stack.enter_context(rows), self.state)
+
+    def _result(
+        self,
+        inner: PhasedLoop,
+        clock: controller.RunClock,
+        start_step: int,
+        final_accuracy: float | None,
+    ) -> dict:
         counters = self.state.counters()
         return {
             "history": inner.history,
-            "final_accuracy": inner.history[-1]["accuracy"] if inner.history else None,
-            "train_seconds": inner.train_seconds,
+            "final_accuracy": final_accuracy,
+            "train_seconds": float(clock.seconds.numpy()),
             "train_seconds_to_target": (
                 float(clock.target_seconds.numpy()) if clock.reached() else None
             ),
@@ -180,6 +197,21 @@ class PhasedTrainer:
             "blocks": [[b.start, b.stop] for b in self.blocks],
             **counters,
         }
+
+
+class RunHistory(tf.Module):
+    """The run's evaluation records, checkpointed with its state (as JSON in a string
+    variable), so that the result of a resumed run covers the whole run."""
+
+    def __init__(self):
+        super().__init__(name="run_history")
+        self.records_json = tf.Variable("[]", dtype=tf.string, trainable=False)
+
+    def records(self) -> list[dict[str, Any]]:
+        return json.loads(self.records_json.numpy().decode())
+
+    def save(self, records: list[dict[str, Any]]) -> None:
+        self.records_json.assign(json.dumps(records))
 
 
 class ExampleCountingWriter:
@@ -213,14 +245,19 @@ class PhasedLoop:
     """
 
     def __init__(
-        self, trainer: PhasedTrainer, phases: Sequence[Phase], evaluate: EvaluateFn | None
+        self,
+        trainer: PhasedTrainer,
+        phases: Sequence[Phase],
+        evaluate: EvaluateFn | None,
+        clock: controller.RunClock,
+        history: RunHistory,
     ):
         self.trainer = trainer
         self.phases = list(phases)
         self._evaluate = evaluate
+        self._clock, self._saved_history = clock, history
         self.step = int(trainer.state.completed_steps.numpy())
-        self.history: list[dict[str, Any]] = []
-        self.train_seconds = 0.0
+        self.history: list[dict[str, Any]] = history.records()  # restored: the whole run's
         self._last = {"mode": None, "learning_rate": None, "loss": None}
 
     def train(self, num_steps: int) -> dict[str, float]:
@@ -236,7 +273,6 @@ class PhasedLoop:
         self.step = stop
         self.trainer.state.completed_steps.assign(stop)
         seconds = time.perf_counter() - began
-        self.train_seconds += seconds
         scalars = {"learning_rate": self._last["learning_rate"], "loop_seconds": seconds}
         if self._last["loss"] is not None:
             scalars["train_loss"] = self._last["loss"]
@@ -244,11 +280,32 @@ class PhasedLoop:
 
     def evaluate(self) -> dict[str, float]:
         accuracy = float(self._evaluate(self.trainer.model)) if self._evaluate else None
-        record = {"step": self.step, **self._last, "train_seconds": self.train_seconds}
+        # The controller has added the loop's time to the run's (checkpointed) clock.
+        seconds = float(self._clock.seconds.numpy())
+        record = {"step": self.step, **self._last, "train_seconds": seconds}
         record["accuracy"] = accuracy
         self.history.append(record)
+        self._saved_history.save(self.history)  # checkpointed with the state after this
         logging.info("step %d %s", self.step, record)
         return {} if accuracy is None else {"eval_accuracy": accuracy}
+
+    def last_accuracy(self) -> float | None:
+        """The newest record's accuracy (None before the first evaluation)."""
+        return self.history[-1]["accuracy"] if self.history else None
+
+
+def _outer_schedule(
+    num_steps: int, eval_every: int, target_accuracy: float | None
+) -> controller.Schedule:
+    """One inner loop per evaluation and checkpoint; evaluation is kept off the clock."""
+    return controller.Schedule(
+        num_steps=num_steps,
+        steps_per_loop=eval_every,
+        eval_every_steps=eval_every,
+        checkpoint_every_steps=eval_every,
+        target_accuracy=target_accuracy or 0.0,
+        evaluation_on_clock=False,
+    )
 
 
 def _run_reporting_lost_servers(outer: controller.Controller, inner: PhasedLoop, manager) -> None:
