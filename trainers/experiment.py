@@ -160,6 +160,8 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
         raise ValueError(f"{error} {workdir_config.explain(changed)}".strip()) from None
     # Rows past the restored step (written before a kill) are dropped: no step is logged twice.
     start = int(trainer.step.numpy())
+    if start and workdir_config.resume_warning(changed):
+        print(workdir_config.resume_warning(changed), file=sys.stderr)
     with (
         contextlib.ExitStack() as cleanup,
         metrics_writer.MetricsWriter(workdir, start_step=start) as writer,

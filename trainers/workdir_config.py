@@ -66,17 +66,20 @@ def changes(config, workdir: str) -> list[str]:
     """The fields ``config`` changes from the one ``workdir``'s run started with, as
     ``"data.batch_size: 32 -> 16"``, and what its data source holds that differs
     (``"found.train_examples: 38 -> 45"``); a workdir without checkpoints records ``config``
-    instead (and gives ``[]``), as does one written before the record existed."""
+    instead (also over the record of a run stopped before its first save) and gives ``[]``, as
+    does one written before the record existed."""
     path = os.path.join(workdir, FILENAME)
     current = {**_flat(json.loads(config.to_json_best_effort())), **_found(config)}
-    if not tf.io.gfile.exists(path):
-        if tf.train.latest_checkpoint(os.path.join(workdir, "checkpoints")) is None:
-            tf.io.gfile.makedirs(workdir)
-            temporary = path + ".unfinished"
-            with tf.io.gfile.GFile(temporary, "w") as file:
-                file.write(json.dumps(current, indent=1, sort_keys=True))
-            tf.io.gfile.rename(temporary, path, overwrite=True)
+    if tf.train.latest_checkpoint(os.path.join(workdir, "checkpoints")) is None:
+        # Nothing to resume (also a run stopped before its first save): this config starts it.
+        tf.io.gfile.makedirs(workdir)
+        temporary = path + ".unfinished"
+        with tf.io.gfile.GFile(temporary, "w") as file:
+            file.write(json.dumps(current, indent=1, sort_keys=True))
+        tf.io.gfile.rename(temporary, path, overwrite=True)
         return []
+    if not tf.io.gfile.exists(path):
+        return []  # written before the record existed
     with tf.io.gfile.GFile(path) as file:
         saved = json.loads(file.read())
     unset = "(unset)"
@@ -120,6 +123,22 @@ def explain(differences: list[str]) -> str:
     return (
         f"The data differs from what the workdir's run started with ({FILENAME}): "
         f"{_listed(data)}{config_too}: resume with that data{values}, or use a fresh --workdir."
+    )
+
+
+def resume_warning(differences: list[str]) -> str | None:
+    """For a resume whose checkpoint fit, the warning its ``differences`` (``changes``) call for,
+    or None when only ``RESUMABLE`` fields changed: a fitting checkpoint does not make the run
+    the same (another data set or seed trains on from the restored model; the input iterator,
+    when it no longer fits, restarts), so the result mixes two configs."""
+    changed = [d for d in differences if d.split(":", 1)[0] not in RESUMABLE]
+    if not changed:
+        return None
+    return (
+        f"Warning: this resume's config or data differs from what the workdir's run started "
+        f"with ({FILENAME}) in {_listed(changed)}. Training goes on with the new values from "
+        "the restored step, so the run's result mixes both: resume with the old values to "
+        "continue that run, or use a fresh --workdir for this one."
     )
 
 

@@ -1,6 +1,7 @@
 """A resume whose checkpoint no longer fits the data (issue 33): an image folder grown between
 runs fails pruning's per-example table, and the message names the variable, both shapes and the
-data's change, never num_steps (which a resume may change)."""
+data's change, never num_steps (which a resume may change). A resume whose checkpoint still fits
+another config or data says so instead of mixing two runs silently."""
 
 import pytest
 
@@ -30,3 +31,33 @@ def test_a_grown_image_folder_is_named_as_the_cause_not_num_steps(
         "found.train_examples: 20 -> 23: resume with that data, or use a fresh --workdir."
     )
     assert "num_steps" not in message
+
+
+def test_a_resume_that_fits_but_changes_the_data_warns_naming_the_change(
+    load_config, tmp_path, capsys
+):
+    config = load_config("mnist1d", "smoke,echo=2")
+    config.progress_bar, config.num_steps = False, 10
+    experiment.run(config, str(tmp_path / "run"))
+    capsys.readouterr()
+    config = load_config("mnist1d", "smoke,echo=2")
+    config.progress_bar, config.num_steps = False, 20
+    config.data.num_train = 2 * config.data.num_train
+    summary = experiment.run(config, str(tmp_path / "run"))
+    assert summary["step"] == 20
+    err = capsys.readouterr().err
+    assert (
+        "Warning: this resume's config or data differs from what the workdir's run started with "
+        "(config.json) in data.num_train: 1000 -> 2000, found.train_examples: 1000 -> 2000. "
+        "Training goes on with the new values from the restored step"
+    ) in err
+    assert "num_steps: 10 -> 20" not in err  # a resume may change it
+
+
+def test_a_resume_changing_only_num_steps_does_not_warn(load_config, tmp_path, capsys):
+    config = load_config("mnist1d", "smoke")
+    config.progress_bar, config.num_steps = False, 10
+    experiment.run(config, str(tmp_path / "run"))
+    config.num_steps = 20
+    experiment.run(config, str(tmp_path / "run"))
+    assert "Warning: this resume" not in capsys.readouterr().err

@@ -72,6 +72,28 @@ def test_a_record_from_before_the_data_was_recorded_names_no_data(
     assert workdir_config.changes(_image_folder_config(load_config, root), str(workdir)) == []
 
 
+def test_a_run_stopped_before_its_first_save_is_recorded_again(load_config, tmp_path, add_images):
+    root = tmp_path / "images"
+    add_images(root, {"cat": 3, "dog": 3}, eval_count=1)
+    workdir = str(tmp_path / "run")
+    config = _image_folder_config(load_config, root)
+    workdir_config.changes(config, workdir)  # recorded; stopped before any checkpoint
+    config.data.batch_size = 8  # the next run starts the workdir with another batch size
+    assert workdir_config.changes(config, workdir) == []
+    _checkpoint(workdir)
+    assert workdir_config.changes(config, workdir) == []  # its record, not the first one's
+
+
+def test_a_resume_warning_names_what_a_resume_should_not_change():
+    assert workdir_config.resume_warning([]) is None
+    assert workdir_config.resume_warning(["num_steps: 10 -> 20", "echo: 1.0 -> 2.0"]) is None
+    warning = workdir_config.resume_warning(["num_steps: 10 -> 20", "seed: 0 -> 1"])
+    assert warning.startswith(
+        "Warning: this resume's config or data differs from what the workdir's run started "
+        "with (config.json) in seed: 0 -> 1. Training goes on with the new values"
+    )
+
+
 @pytest.mark.parametrize(
     "differences, expected",
     [

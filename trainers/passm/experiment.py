@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import sys
 from typing import Any
 
 import keras
@@ -100,6 +101,8 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
     phases = _phases(config, mode, num_workers)
     # Once the config passed its checks (a refused one is not recorded), before the restore.
     changed = workdir_config.changes(config, workdir) if workdir else []
+    if workdir_config.resume_warning(changed):  # differences: the workdir has a checkpoint
+        print(workdir_config.resume_warning(changed), file=sys.stderr)
     try:
         result = trainer.run(
             train_dataset_fn(data, seed=config.seed, num_workers=num_workers),
