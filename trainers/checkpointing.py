@@ -28,6 +28,7 @@ checks that no other run holds the workdir.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -75,7 +76,7 @@ def save(manager: tf.train.CheckpointManager, step: int) -> str:
     except (tf.errors.OpError, OSError) as error:
         raise CheckpointSaveError(
             f"could not save the checkpoint of step {step} in {manager.directory}: "
-            f"{_first_line(error)}. "
+            f"{error_line(error)}. "
             + (
                 f"The previous checkpoint {intact} is intact: free space (or fix the "
                 "directory) and run the same command again to resume from it."
@@ -125,30 +126,70 @@ def restore_latest(
     paths = list(reversed(manager.checkpoints)) or [manager.latest_checkpoint]
     if paths == [None]:
         return None
-    unreadable = []
+    unreadable: dict[str, list[str]] = {}  # error -> the checkpoints that gave it
     for path in paths:
-        try:
-            if first is not None:
-                first.restore(path).expect_partial()
-            checkpoint = manager.checkpoint if required is None else required
-            status = checkpoint.restore(path).assert_existing_objects_matched()
-            if partial:
-                status.expect_partial()
-        except (IndexError, tf.errors.OpError) as error:
-            # Unreadable bytes (also a dtype clash with another config): try the next older.
-            unreadable.append(f"{path}: {_first_line(error)}")
-            continue
-        except (AssertionError, ValueError) as error:
-            raise CheckpointRestoreError(_mismatch(path, error)) from error
-        for skipped in unreadable:
-            print(
-                f"Checkpoint unreadable (corrupt or truncated), skipped: {skipped}", file=sys.stderr
-            )
-        return path
+        error = _restore(manager, path, first=first, required=required, partial=partial)
+        if error is None:
+            for message, skipped in unreadable.items():
+                print(
+                    f"Checkpoint unreadable (corrupt or truncated), skipped: "
+                    f"{', '.join(skipped)}: {message}",
+                    file=sys.stderr,
+                )
+            return path
+        _quiet_failed_restores()
+        if isinstance(error, AssertionError | ValueError):
+            raise CheckpointRestoreError(_mismatch(path, error)) from None
+        # Unreadable bytes (also a dtype clash with another config): try the next older.
+        unreadable.setdefault(error_line(error), []).append(path)
+    reasons = "; ".join(f"{', '.join(p)}: {message}" for message, p in unreadable.items())
     raise CheckpointRestoreError(
-        "no checkpoint in the workdir can be read: " + "; ".join(unreadable) + ". They are "
-        "corrupt or truncated, or were written by a different config: use a fresh --workdir."
+        f"no checkpoint in the workdir can be read ({reasons}). They are corrupt or truncated, "
+        "or were written by a different config: use a fresh --workdir."
     )
+
+
+def _restore(
+    manager: tf.train.CheckpointManager,
+    path: str,
+    *,
+    first: tf.train.Checkpoint | None,
+    required: tf.train.Checkpoint | None,
+    partial: bool,
+) -> Exception | None:
+    """Restores ``path`` (see ``restore_latest``); the error when it cannot, else None."""
+    try:
+        if first is not None:
+            first.restore(path).expect_partial()
+        checkpoint = manager.checkpoint if required is None else required
+        status = checkpoint.restore(path)
+        if partial or required is not None:
+            status.expect_partial()  # the rest is restored by ``first``, or left unread
+        status.assert_existing_objects_matched()
+    except (IndexError, tf.errors.OpError, AssertionError, ValueError) as error:
+        return error
+    return None
+
+
+# The warnings TensorFlow logs, value by value, when the objects of a restore that failed are
+# collected (often only at exit: the objects keep their pending restores): the error raised
+# instead names what does not fit, and a run resuming from an older checkpoint restored it all.
+_UNRESTORED_WARNINGS = (
+    "Value in checkpoint could not be found in the restored object",
+    "Detecting that an object or model or tf.train.Checkpoint is being deleted",
+    "An attribute in the restored object could not be found in the checkpoint",
+)
+
+
+def _keep_log_record(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(_UNRESTORED_WARNINGS)
+
+
+def _quiet_failed_restores() -> None:
+    """From now on, drops TensorFlow's per-value warnings about restores (after one failed)."""
+    logger = logging.getLogger("tensorflow")
+    if _keep_log_record not in logger.filters:
+        logger.addFilter(_keep_log_record)
 
 
 # TensorFlow's words for a saved value whose shape is not the variable's (resource_variable_ops).
@@ -171,7 +212,7 @@ def _mismatch(path: str, error: BaseException) -> str:
         saved, current, name = shapes.groups()
         detail = f"its variable {name} has shape {saved} there and {current} in this run"
     else:
-        detail = _first_line(error)
+        detail = error_line(error)
     return (
         f"the checkpoint {path} does not match this run's model or data: {detail}. A "
         "checkpoint's variables fit only the model, techniques and data that wrote them: the "
@@ -200,10 +241,17 @@ def _unsaved_iterator_reason(config, trainer, train_read_in_python: bool) -> str
     return None
 
 
-def _first_line(error: BaseException) -> str:
+def error_line(error: BaseException) -> str:
+    """The line of ``error`` that says what went wrong, at most 300 characters: its first, or
+    for TensorFlow's "Graph execution error:" the message after the graph's traceback."""
     # TensorFlow prefixes op errors with "{{function_node <name>}}": noise to a user.
     text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", str(error)).strip().splitlines()
     message = text[0] if text else type(error).__name__
+    if message.startswith("Graph execution error"):
+        # "...Detected at node X defined at: <traceback>\n<message>\n\t [[{{node X}}]]"
+        ends = [i for i, line in enumerate(text) if line.lstrip().startswith("[[")]
+        before = [line.strip() for line in text[: ends[0] if ends else len(text)]]
+        message = next((line for line in reversed(before) if line), message)
     return message if len(message) <= 300 else message[:300] + "..."
 
 

@@ -160,8 +160,6 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
         raise ValueError(f"{error} {workdir_config.explain(changed)}".strip()) from None
     # Rows past the restored step (written before a kill) are dropped: no step is logged twice.
     start = int(trainer.step.numpy())
-    if start and workdir_config.resume_warning(changed):
-        print(workdir_config.resume_warning(changed), file=sys.stderr)
     with (
         contextlib.ExitStack() as cleanup,
         metrics_writer.MetricsWriter(workdir, start_step=start) as writer,
@@ -170,16 +168,20 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
             # Stops the techniques' threads at the end, also when training raises.
             cleanup.enter_context(technique)
         # Ctrl-C saves a checkpoint of the step reached and raises RunInterrupted.
-        outer = _outer_loop(config, trainer, counts, clock, manager, writer)
+        # A fitting resume's warning, once its first loop trained (else the failure is said).
+        warning = workdir_config.resume_warning(changed) if start else None
+        notes = metrics_writer.NoteBeforeFirstRow(writer, warning)
+        outer = _outer_loop(config, trainer, counts, clock, manager, notes)
         try:
             step, evaluation = outer.run()
-        except tf.errors.InvalidArgumentError as error:
+        except (tf.errors.InvalidArgumentError, tf.errors.InternalError) as error:
             if not (start and changed):
                 raise
-            # E.g. another batch size: the restored iterator's batches no longer fit the step.
-            reason = error.message.strip().splitlines()[0][:300]
+            # E.g. another batch size: the restored iterator's batches no longer fit the step;
+            # another shuffle buffer: its checkpointed state no longer fits the pipeline.
+            reason = checkpointing.error_line(error)
             raise ValueError(
-                f"the run resumed at step {start} failed: {reason}. "
+                f"the run resumed at step {start} failed: {reason.rstrip('.')}. "
                 + workdir_config.explain(changed)
             ) from None
     # A finished run restarted: evaluate the restored model for the summary.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import tensorflow as tf
@@ -92,6 +93,21 @@ class MetricsWriter:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+class NoteBeforeFirstRow:
+    """A writer (a ``MetricsWriter``, or a wrapper of one) that prints ``note`` on stderr just
+    before its first row, when ``note`` is not None: a resume's warning, said once the restored
+    run has trained a loop, since a checkpoint or input that does not fit fails before."""
+
+    def __init__(self, writer, note: str | None):
+        self.writer, self.note = writer, note
+
+    def write(self, step: int, scalars: dict[str, float]) -> None:
+        if self.note is not None:
+            print(self.note, file=sys.stderr)
+            self.note = None
+        self.writer.write(step, scalars)
 
 
 def read_metrics(workdir: str) -> list[dict[str, float]]:

@@ -58,6 +58,22 @@ RESUMABLE = frozenset(
     }
 )
 
+# Of those, the ones that change how training goes on (its learning rates): a resume changing
+# them is warned about, as one changing the data or the seed is (``resume_warning``).
+CHANGES_TRAINING = frozenset(
+    {
+        "learning_rate",
+        "warmup_steps",
+        "decay_fractions",
+        "decay_factor",
+        "assm_warmup_fraction",
+        "assm_window_fraction",
+    }
+)
+
+# Fields no checkpoint holds that change only how the model is evaluated.
+EVALUATION_ONLY = frozenset({"data.eval_batch_size"})
+
 # Keys of what the data source held, recorded beside the config's fields.
 FOUND = "found."
 
@@ -103,7 +119,7 @@ def explain(differences: list[str]) -> str:
     causes = [
         difference
         for key, difference in keyed
-        if not key.startswith(FOUND) and key not in RESUMABLE
+        if not key.startswith(FOUND) and not _resumable(difference)
     ]
     if not (data or causes):
         return (
@@ -131,7 +147,7 @@ def resume_warning(differences: list[str]) -> str | None:
     or None when only ``RESUMABLE`` fields changed: a fitting checkpoint does not make the run
     the same (another data set or seed trains on from the restored model; the input iterator,
     when it no longer fits, restarts), so the result mixes two configs."""
-    changed = [d for d in differences if d.split(":", 1)[0] not in RESUMABLE]
+    changed = [d for d in differences if not _quiet_on_resume(d)]
     if not changed:
         return None
     return (
@@ -140,6 +156,23 @@ def resume_warning(differences: list[str]) -> str | None:
         "the restored step, so the run's result mixes both: resume with the old values to "
         "continue that run, or use a fresh --workdir for this one."
     )
+
+
+def _resumable(difference: str) -> bool:
+    """Whether a resume may make the change ``difference`` ("key: old -> new"): a ``RESUMABLE``
+    field's, except echo turned on or off (echo 1 has no echo stage in the input pipeline, whose
+    checkpointed iterator then no longer fits; 2 -> 4 changes only the stage's factor)."""
+    key, values = difference.split(": ", 1)
+    if key != "echo":
+        return key in RESUMABLE
+    return all(value.strip() not in ("1", "1.0") for value in values.split(" -> "))
+
+
+def _quiet_on_resume(difference: str) -> bool:
+    """Whether a fitting resume may make the change without a warning: when the run ends,
+    evaluates, saves and logs, and the echo factor (docs/training_binary.md)."""
+    key = difference.split(":", 1)[0]
+    return key in EVALUATION_ONLY or (_resumable(difference) and key not in CHANGES_TRAINING)
 
 
 def _listed(differences: list[str], shown: int = 6) -> str:

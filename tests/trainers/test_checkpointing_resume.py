@@ -61,3 +61,21 @@ def test_a_resume_changing_only_num_steps_does_not_warn(load_config, tmp_path, c
     config.num_steps = 20
     experiment.run(config, str(tmp_path / "run"))
     assert "Warning: this resume" not in capsys.readouterr().err
+
+
+def test_a_resume_whose_input_no_longer_fits_fails_in_one_line_without_a_warning(
+    load_config, tmp_path, capsys
+):
+    config = load_config("mnist1d", "smoke")
+    config.progress_bar, config.num_steps = False, 10
+    experiment.run(config, str(tmp_path / "run"))
+    capsys.readouterr()
+    config.num_steps, config.data.shuffle_buffer = 20, 100  # the iterator's buffer was 1000
+    with pytest.raises(ValueError) as raised:
+        experiment.run(config, str(tmp_path / "run"))
+    assert str(raised.value) == (
+        "the run resumed at step 10 failed: Expected 3 components but got 0. This config "
+        "differs from the one the workdir's run started with (config.json) in "
+        "data.shuffle_buffer: 1000 -> 100: resume with those values, or use a fresh --workdir."
+    )
+    assert "Warning: this resume" not in capsys.readouterr().err  # it did not go on

@@ -196,7 +196,9 @@ def test_a_resume_that_cannot_fit_names_the_fields_that_changed(tmp_path, data_d
     config.num_steps, config.data.batch_size = 20, 16  # the saved iterator holds batches of 32
     with pytest.raises(
         ValueError,
-        match=r"the run resumed at step 10 failed: .*This config differs from the one the "
+        # TensorFlow's own words, not its "Graph execution error:" heading.
+        match=r"the run resumed at step 10 failed: Incompatible shapes.*\. This config differs "
+        r"from the one the "
         r"workdir's run started with \(config\.json\) in data\.batch_size: 32 -> 16: resume "
         r"with those values, or use a fresh --workdir\.",
     ):

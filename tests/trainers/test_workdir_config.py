@@ -86,7 +86,12 @@ def test_a_run_stopped_before_its_first_save_is_recorded_again(load_config, tmp_
 
 def test_a_resume_warning_names_what_a_resume_should_not_change():
     assert workdir_config.resume_warning([]) is None
-    assert workdir_config.resume_warning(["num_steps: 10 -> 20", "echo: 1.0 -> 2.0"]) is None
+    quiet = ["num_steps: 10 -> 20", "echo: 2.0 -> 4.0", "data.eval_batch_size: 100 -> 50"]
+    assert workdir_config.resume_warning(quiet) is None
+    for training in ("learning_rate: 0.01 -> 0.5", "echo: 1.0 -> 2.0"):
+        assert f"started with (config.json) in {training}. " in workdir_config.resume_warning(
+            [training]
+        )
     warning = workdir_config.resume_warning(["num_steps: 10 -> 20", "seed: 0 -> 1"])
     assert warning.startswith(
         "Warning: this resume's config or data differs from what the workdir's run started "
@@ -106,10 +111,14 @@ def test_a_resume_warning_names_what_a_resume_should_not_change():
         (["data.batch_size: 32 -> 16", "num_steps: 10 -> 20"],
          "This config differs from the one the workdir's run started with (config.json) in "
          "data.batch_size: 32 -> 16: resume with those values, or use a fresh --workdir."),
-        (["found.train_examples: 38 -> 45", "model: 'a' -> 'b'", "echo: 1.0 -> 2.0"],
+        (["found.train_examples: 38 -> 45", "model: 'a' -> 'b'", "echo: 2.0 -> 4.0"],
          "The data differs from what the workdir's run started with (config.json): "
          "found.train_examples: 38 -> 45; and this config in model: 'a' -> 'b': resume with that "
          "data and those values, or use a fresh --workdir."),
+        # Echo turned on adds a stage the checkpointed input iterator does not have.
+        (["echo: 1.0 -> 2.0", "num_steps: 10 -> 20"],
+         "This config differs from the one the workdir's run started with (config.json) in "
+         "echo: 1.0 -> 2.0: resume with those values, or use a fresh --workdir."),
         ([f"passm.k{i}: 1 -> 2" for i in range(8)],
          "This config differs from the one the workdir's run started with (config.json) in "
          "passm.k0: 1 -> 2, passm.k1: 1 -> 2, passm.k2: 1 -> 2, passm.k3: 1 -> 2, passm.k4: "

@@ -25,7 +25,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import sys
 from typing import Any
 
 import keras
@@ -101,8 +100,6 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
     phases = _phases(config, mode, num_workers)
     # Once the config passed its checks (a refused one is not recorded), before the restore.
     changed = workdir_config.changes(config, workdir) if workdir else []
-    if workdir_config.resume_warning(changed):  # differences: the workdir has a checkpoint
-        print(workdir_config.resume_warning(changed), file=sys.stderr)
     try:
         result = trainer.run(
             train_dataset_fn(data, seed=config.seed, num_workers=num_workers),
@@ -111,6 +108,7 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
             evaluate=make_evaluate(data, seed=config.seed),
             workdir=workdir,
             target_accuracy=config.get("target_accuracy"),
+            resume_warning=workdir_config.resume_warning(changed),
         )
     except checkpointing.CheckpointRestoreError as error:  # name the fields that changed
         message = f"{error} {workdir_config.explain(changed)}".strip()

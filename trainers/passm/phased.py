@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -92,6 +93,7 @@ class PhasedTrainer:
         evaluate: EvaluateFn | None = None,
         workdir: str | None = None,
         target_accuracy: float | None = None,
+        resume_warning: str | None = None,
     ) -> dict[str, Any]:
         """Trains through ``phases``; evaluates and checkpoints every ``eval_every`` steps.
 
@@ -110,6 +112,8 @@ class PhasedTrainer:
             `ExampleCountingWriter`).
           target_accuracy: if set, ``train_seconds_to_target`` is the training time (evaluation
             excluded) at the first evaluation reaching it.
+          resume_warning: printed on stderr before the first metrics row of a resumed run
+            (``workdir_config.resume_warning``).
 
         Returns:
           A dict of the whole run, across resumes (the clock and history are checkpointed with
@@ -135,7 +139,10 @@ class PhasedTrainer:
         self._start(dataset_fn)
         schedule = _outer_schedule(phases[-1].stop, eval_every, target_accuracy)
         with contextlib.ExitStack() as stack:
-            writer = self._metrics_writer(stack, workdir, start_step) if workdir else None
+            writer = None
+            if workdir:
+                warning = resume_warning if start_step else None
+                writer = self._metrics_writer(stack, workdir, start_step, warning)
             outer = controller.Controller(
                 schedule, trainer=inner, clock=clock, manager=manager, writer=writer
             )
@@ -166,15 +173,17 @@ class PhasedTrainer:
             required=tf.train.Checkpoint(state=self.state),
         )
         if restored:
-            logging.info("Resumed from %s", restored)
+            step = int(self.state.completed_steps.numpy())
+            print(f"Resumed from {restored} at step {step}.", file=sys.stderr)
         return manager
 
     def _metrics_writer(
-        self, stack: contextlib.ExitStack, workdir: str, start_step: int
-    ) -> ExampleCountingWriter:
+        self, stack: contextlib.ExitStack, workdir: str, start_step: int, note: str | None
+    ) -> metrics_writer.NoteBeforeFirstRow:
         # Rows past the restored step (written before a kill) go: none is logged twice.
         rows = metrics_writer.MetricsWriter(workdir, start_step=start_step)
-        return ExampleCountingWriter(stack.enter_context(rows), self.state)
+        counted = ExampleCountingWriter(stack.enter_context(rows), self.state)
+        return metrics_writer.NoteBeforeFirstRow(counted, note)
 
     def _result(
         self,
