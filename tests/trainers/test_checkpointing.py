@@ -1,6 +1,8 @@
 """Tests for trainers.checkpointing: round trip, fresh directory, incompatible checkpoints."""
 
+import gc
 import glob
+import logging
 import os
 
 import keras
@@ -61,6 +63,32 @@ def test_state_newer_than_a_checkpoint_restores_from_first_when_not_required(tmp
     counter.assign(0)
     checkpointing.restore_latest(manager, first=tf.train.Checkpoint(counter=counter))
     assert int(counter.numpy()) == 3
+
+
+def test_restores_leave_no_tensorflow_warnings_value_by_value(tmp_path, caplog):
+    tf_logger = logging.getLogger("tensorflow")
+    tf_logger.removeFilter(checkpointing._keep_log_record)  # as in a fresh process
+    checkpointing.make_manager(
+        str(tmp_path), max_to_keep=1, step=tf.Variable(5), counter=tf.Variable(3)
+    ).save()
+    step, counter = tf.Variable(0), tf.Variable(0)
+    manager = checkpointing.make_manager(str(tmp_path), max_to_keep=1, step=step, counter=counter)
+    with caplog.at_level(logging.WARNING, logger="tensorflow"):
+        checkpointing.restore_latest(  # the counter restored by first, the step by required
+            manager,
+            first=tf.train.Checkpoint(counter=counter),
+            required=tf.train.Checkpoint(step=step),
+        )
+        gc.collect()
+        assert int(counter.numpy()) == 3 and not caplog.records
+        other = _objects("mnist1d_cnn")  # a model the checkpoint does not hold
+        with pytest.raises(checkpointing.CheckpointRestoreError):
+            checkpointing.restore_latest(
+                checkpointing.make_manager(str(tmp_path), max_to_keep=1, **other)
+            )
+        del other
+        gc.collect()
+    assert not [r for r in caplog.records if "could not be found" in r.getMessage()]
 
 
 def test_incompatible_checkpoint_raises_a_clear_error(tmp_path):
