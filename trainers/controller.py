@@ -268,7 +268,10 @@ class Controller:
             while step < self.schedule.num_steps and not self.stopped():
                 step, evaluated = self._loop(step, progress)
                 evaluation = evaluated or evaluation
-                interrupts.raise_if_requested()  # a signal's stop, where row and step agree
+                if step < self.schedule.num_steps and not self.stopped():
+                    # A signal's stop, where row and step agree; after the last loop the run
+                    # ends anyway, and the caller may skip what is left (interrupts.requested).
+                    interrupts.raise_if_requested()
         if self._finished and step < self.schedule.num_steps:
             print(self._why_it_ended(step), file=sys.stderr)
         return step, evaluation

@@ -68,6 +68,7 @@ from trainers import (
     controller,
     diagnosis,
     inputs,
+    interrupts,
     label_maps,
     metrics_writer,
     strategies,
@@ -188,7 +189,13 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
     evaluation = evaluation or trainer.evaluate()
     exported = _export(config, trainer.model, workdir)
     timings = {}
-    if config.timing_steps:
+    if config.timing_steps and interrupts.requested():
+        print(
+            "Interrupted during the last loop of steps: training had finished, so the run ends "
+            "with its outputs, without the timing measurement (--config.timing_steps).",
+            file=sys.stderr,
+        )
+    elif config.timing_steps:
         timings = diagnosis.measure_ratio(config, strategy, inputs.technique_stages([user_stages]))
     summary = make_summary(
         config, step, evaluation, counts, clock, timings, outer.fresh_trained(), read_stats

@@ -292,9 +292,10 @@ class _Terminated(KeyboardInterrupt):
 def _exit_interrupted(interrupted) -> None:
     """One line on what was saved, and exit status 130 (Ctrl-C) or 143 (SIGTERM)."""
     terminated = isinstance(interrupted.__cause__, _Terminated)
+    again = "resume" if interrupted.checkpoint else "start the run again (nothing to resume)"
     print(
         f"{'Terminated' if terminated else 'Interrupted'} at step {interrupted.step}; "
-        f"{interrupted.saved()}. Run the same command to resume.",
+        f"{interrupted.saved()}. Run the same command to {again}.",
         file=sys.stderr,
     )
     sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))

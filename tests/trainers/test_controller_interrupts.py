@@ -93,3 +93,51 @@ def test_a_stop_before_any_checkpoint_says_none_was_saved(tmp_path):
 
 def checkpointing_step(path: str) -> int:
     return int(path.rsplit("-", 1)[1])
+
+
+def test_a_stop_asked_in_the_last_loop_lets_the_run_end_and_stays_asked(tmp_path):
+    inner, rows = _Steps(), _Rows(signal_at=50)
+    manager = checkpointing.make_manager(str(tmp_path), max_to_keep=10, step=inner.step)
+    outer = controller.Controller(SCHEDULE, trainer=inner, manager=manager, writer=rows)
+    with interrupts.stop_at_loop_end({signal.SIGUSR1: KeyboardInterrupt}):
+        step, _ = outer.run()  # training is over: nothing to stop
+        assert interrupts.requested()  # the caller may skip what follows (the timing)
+    assert step == 50 and rows.steps == [10, 20, 30, 40, 50]
+    assert manager.latest_checkpoint == f"{tmp_path}/ckpt-50"
+
+
+@pytest.mark.parametrize(
+    "interrupted, line",
+    [
+        (controller.RunInterrupted(30, "/w/checkpoints/ckpt-30"),
+         "Interrupted at step 30; saved /w/checkpoints/ckpt-30. Run the same command to resume."),
+        (controller.RunInterrupted(10, None, resume_step=0),
+         "Interrupted at step 10; no checkpoint was saved. Run the same command to start the run "
+         "again (nothing to resume)."),
+    ],
+)  # fmt: skip
+def test_the_binary_says_in_one_line_what_an_interrupt_saved(interrupted, line, capsys):
+    from trainers import train
+
+    with pytest.raises(SystemExit) as exited:
+        try:
+            raise interrupted from KeyboardInterrupt()
+        except controller.RunInterrupted as caught:
+            train._exit_interrupted(caught)
+    assert exited.value.code == 128 + signal.SIGINT
+    assert capsys.readouterr().err == line + "\n"
+
+
+def test_a_stop_asked_in_the_last_loop_skips_the_timing_and_writes_the_outputs(
+    load_config, tmp_path, capsys
+):
+    from trainers import experiment
+
+    config = load_config("mnist1d", "smoke")
+    config.num_steps = config.steps_per_loop = 10  # one loop, the last
+    config.timing_steps, config.progress_bar = 50, False
+    with interrupts.stop_at_loop_end({signal.SIGUSR1: KeyboardInterrupt}):
+        os.kill(os.getpid(), signal.SIGUSR1)  # asked before the loop ends
+        summary = experiment.run(config, str(tmp_path))
+    assert summary["step"] == 10 and os.path.exists(tmp_path / "model.keras")
+    assert "without the timing measurement (--config.timing_steps)" in capsys.readouterr().err
