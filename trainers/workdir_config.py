@@ -97,7 +97,15 @@ def changes(config, workdir: str) -> list[str]:
     if not tf.io.gfile.exists(path):
         return []  # written before the record existed
     with tf.io.gfile.GFile(path) as file:
-        saved = json.loads(file.read())
+        text = file.read()
+    try:
+        saved = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{path} cannot be read ({error}): it records the config this workdir's run started "
+            "with, to check a resume against. Restore it, or delete it to resume unchecked, or "
+            "use a fresh --workdir."
+        ) from None
     unset = "(unset)"
     # A record from before the data was recorded says nothing about it.
     keys = set(saved) | {key for key in current if not key.startswith(FOUND) or key in saved}

@@ -104,6 +104,12 @@ def test_a_config_path_relative_to_another_directory_lists_the_configs_by_full_p
             ["--config=configs/mnist1d.py:smoke", "--config.num_steps=2.5"],
             "error: --config.num_steps: '2.5' is not a whole number; ",
         ),
+        (
+            ["--config=configs/passm.py:smoke", "--eval_only"],
+            "error: --eval_only reads the synchronous loop's checkpoints; this config "
+            "(trainer='passm') belongs to the asynchronous trainer, whose checkpoints hold other "
+            "state. To evaluate its workdir, rerun the same command without --eval_only",
+        ),
     ],
 )
 def test_the_binary_prints_a_flag_mistake_as_one_line_without_a_traceback(

@@ -56,7 +56,7 @@ def test_assist_filters_trains_the_assistant_and_checkpoints_it(
 
 
 def test_a_resumed_assist_run_continues_the_learners_counters_and_threshold(
-    load_config, data_dir, tmp_path
+    load_config, data_dir, tmp_path, capsys
 ):
     # Issue 33: only the Assistant and its optimizer were checkpointed; a resumed run logged
     # assist_pushed_batches 1, 1, 2, ... and an accuracy of 0.0 over no batches.
@@ -75,7 +75,13 @@ def test_a_resumed_assist_run_continues_the_learners_counters_and_threshold(
     assert first["step"] == 10 and first["assist_pushed_batches"] == 1
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{tmp_path}/checkpoints"))
     assert any(name.startswith("assistant_learner/") for name in reader.get_variable_to_shape_map())
+    assert "Warning: the Assistant's filter" not in capsys.readouterr().err  # not resumed
     run(30)
+    # The filter's decisions follow the pipeline's read-ahead: the resumed run says it may end
+    # apart from the run never stopped (docs/training_binary.md).
+    assert "Warning: the Assistant's filter keeps each example with the Assistant as trained" in (
+        capsys.readouterr().err
+    )
     rows = [r for r in metrics_writer.read_metrics(str(tmp_path)) if "assist_pushed_batches" in r]
     assert [r["step"] for r in rows] == [10, 20, 30]
     assert [r["assist_pushed_batches"] for r in rows] == [1, 2, 3]

@@ -99,6 +99,26 @@ def test_a_resume_warning_names_what_a_resume_should_not_change():
     )
 
 
+def test_a_record_that_cannot_be_read_is_named_with_the_fixes(load_config, tmp_path, add_images):
+    root = tmp_path / "images"
+    add_images(root, {"cat": 3, "dog": 3}, eval_count=1)
+    workdir = tmp_path / "run"
+    config = _image_folder_config(load_config, root)
+    workdir_config.changes(config, str(workdir))
+    _checkpoint(str(workdir))
+    (workdir / workdir_config.FILENAME).write_text("{bad")
+    with pytest.raises(ValueError) as raised:
+        workdir_config.changes(config, str(workdir))
+    assert str(raised.value) == (
+        f"{workdir}/config.json cannot be read (Expecting property name enclosed in double "
+        "quotes: line 1 column 2 (char 1)): it records the config this workdir's run started "
+        "with, to check a resume against. Restore it, or delete it to resume unchecked, or use "
+        "a fresh --workdir."
+    )
+    (workdir / workdir_config.FILENAME).unlink()
+    assert workdir_config.changes(config, str(workdir)) == []  # the fix it names
+
+
 @pytest.mark.parametrize(
     "differences, expected",
     [

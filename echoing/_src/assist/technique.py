@@ -42,6 +42,16 @@ class AssistantTechnique(Technique):
 
     name = "assistant"
     wants_losses = True
+    # Said when a run with the filter resumes (trainers.checkpointing.run_manager): as pruning's
+    # epochs, its decisions follow the pipeline's read-ahead, which a restore does not repeat.
+    resume_caveat = (
+        "the Assistant's filter keeps each example with the Assistant as trained when the "
+        "input pipeline reaches that example, and how far the pipeline reads ahead of training "
+        "(and, with assist_asynchronous, when the learner's thread trains) is a matter of "
+        "thread timing, which a restored pipeline does not repeat: this resumed run may keep "
+        "other examples than the run never stopped would have and end a little apart from it "
+        "in accuracy, as two uninterrupted runs on a busy machine can"
+    )
 
     def __init__(
         self,
