@@ -1,7 +1,7 @@
 # python -m trainers.train --config=configs/image_folder.py --workdir=/tmp/image_folder
 # Your own images: --config.data.image_dir=/path/to/folder (root/<class>/*.jpg, or
 #   root/train/<class>/*.jpg and root/test/<class>/*.jpg) [--config.data.image_size=224]
-# Echo variants: --config=configs/image_folder.py:echo=2,insert=after_augment (or auto)
+# Echo variants: --config=configs/image_folder.py:echo=2,insert=after_augment,buffer=1000 (or auto)
 # Loss-table pruning: --config=configs/image_folder.py:prune=1[,prune_ratio=0.5]
 # Seconds-long smoke run: --config=configs/image_folder.py:smoke
 """JPEG photographs in class folders, decoded and cropped as for ImageNet, with a small ResNet.

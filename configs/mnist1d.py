@@ -1,6 +1,7 @@
 # python -m trainers.train --config=configs/mnist1d.py --workdir=/tmp/mnist1d
 # Echo variants: --config=configs/mnist1d.py:echo=2,insert=before_augment[,buffer=1000]
-# Seconds-long smoke run: --config=configs/mnist1d.py:smoke (also :smoke=1, :echo=2,smoke)
+# Seconds-long smoke run: --config=configs/mnist1d.py:smoke (also :smoke=1,
+#   :echo=2,buffer=1000,smoke)
 # Data parallel: --strategy=mirrored | multi_worker (TF_CONFIG, or --config.workers=H:P,H:P
 #   --config.task_index=I in each worker) | tpu (--config.tpu=local); --config.jit_compile=True
 """MNIST-1D (40k train / 10k test, generated locally) with the 1-D CNN: the default experiment.

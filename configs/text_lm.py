@@ -1,6 +1,7 @@
 # python -m trainers.train --config=configs/text_lm.py --workdir=/tmp/text_lm
 # Your own text: --config.data.train_files='/data/train*.txt' --config.data.eval_files=...
-# Echo variants: --config=configs/text_lm.py:echo=2,insert=after_decode (or after_batch, auto)
+# Echo variants: --config=configs/text_lm.py:echo=2,insert=after_decode,buffer=1000
+#   (or insert=after_batch, or echo=auto)
 # Loss-table pruning: --config=configs/text_lm.py:prune=1[,prune_ratio=0.5]
 # AutoAssist filter on each line's bag of words: --config=configs/text_lm.py:assist=1
 # Seconds-long smoke run: --config=configs/text_lm.py:smoke

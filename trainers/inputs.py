@@ -22,6 +22,7 @@ copies.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import ml_collections
@@ -32,6 +33,14 @@ from echoing import meters as echo_meters
 from echoing._src.core import dataset_graph
 from echoing.techniques import Technique
 from trainers import loop
+
+# Said once per run when an echo stage feeds batch() directly (dataset_graph.echo_feeds_batch).
+_ECHO_FEEDS_BATCH = (
+    "Warning: the echo stage feeds batch() with no shuffle in between, so each example's copies "
+    "land in the same batch, which is worth little more than the fresh examples alone: shuffle "
+    "them apart with buffer=1000 in the config argument (--config.echo_buffer_size=1000), or "
+    "echo whole batches with insert=after_batch."
+)
 
 
 def technique_stages(techniques: Sequence[Technique]) -> list[tuple]:
@@ -63,6 +72,7 @@ def dataset_fns(
     in Python (``skip_corrupt``, gs://), for the run's summary.
     """
     eval_sets = {}
+    warned: list[bool] = []
 
     def record(split: str, stats) -> None:
         if read_stats is not None and stats is not None:
@@ -86,11 +96,9 @@ def dataset_fns(
             datasets = make_datasets(config, techniques, counts=counts, input_context=context)
             record("train", datasets.train_read_stats)
             dataset = datasets.train
-            dataset_graph.warn_if_echo_feeds_batch(
-                dataset,
-                fix="Set echo_buffer_size (e.g. --config.echo_buffer_size=10000) to shuffle the "
-                "copies apart, or echo whole batches with --config.echo_insert=after_batch.",
-            )
+            if dataset_graph.echo_feeds_batch(dataset) and not warned:
+                warned.append(True)  # once, not per input pipeline
+                print(_ECHO_FEEDS_BATCH, file=sys.stderr)
         # The stream never ends (read repeats), but filters hide that from tf.data; said
         # explicitly, MultiWorkerMirrored keeps the static batch shape and skips its per-step
         # "does every worker still have data" all-reduce.
