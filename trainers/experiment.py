@@ -168,7 +168,6 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
         for technique in techniques:
             # Stops the techniques' threads at the end, also when training raises.
             cleanup.enter_context(technique)
-        # Ctrl-C saves a checkpoint of the step reached and raises RunInterrupted.
         # A fitting resume's warning, once its first loop trained (else the failure is said).
         warning = workdir_config.resume_warning(changed) if start else None
         notes = metrics_writer.NoteBeforeFirstRow(writer, warning)
@@ -188,20 +187,27 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
     # A finished run restarted: evaluate the restored model for the summary.
     evaluation = evaluation or trainer.evaluate()
     exported = _export(config, trainer.model, workdir)
-    timings = {}
-    if config.timing_steps and interrupts.requested():
-        print(
-            "Interrupted during the last loop of steps: training had finished, so the run ends "
-            "with its outputs, without the timing measurement (--config.timing_steps).",
-            file=sys.stderr,
-        )
-    elif config.timing_steps:
-        timings = diagnosis.measure_ratio(config, strategy, inputs.technique_stages([user_stages]))
+    timings = _timings(config, strategy, user_stages)
     summary = make_summary(
         config, step, evaluation, counts, clock, timings, outer.fresh_trained(), read_stats
     )
     _report(summary, workdir, exported)
     return summary
+
+
+def _timings(config, strategy, user_stages) -> dict[str, float]:
+    """The summary's upstream/downstream seconds per step (``diagnosis.measure_ratio``); none
+    when ``config.timing_steps`` is 0 or a signal asked the run to stop in its last loop."""
+    if not config.timing_steps:
+        return {}
+    if interrupts.requested():
+        print(
+            "Interrupted during the last loop of steps: training had finished, so the run ends "
+            "with its outputs, without the timing measurement (--config.timing_steps).",
+            file=sys.stderr,
+        )
+        return {}
+    return diagnosis.measure_ratio(config, strategy, inputs.technique_stages([user_stages]))
 
 
 def _outer_loop(config, trainer, counts, clock, manager, writer) -> controller.Controller:

@@ -143,3 +143,23 @@ def _missing_config_key(error: Exception, argv: Sequence[str]) -> str | None:
     if suggestion:
         hint = f"; did you mean {flag[: -len(key.group(1))]}{suggestion.group(1)}?"
     return f"{flag}: the config has no key {key.group(1)!r}{hint}"
+
+
+def not_for_passm(*, diagnose: bool, eval_only: bool) -> str | None:
+    """Why ``--diagnose`` or ``--eval_only`` cannot go with a PASSM config (trainer='passm'),
+    and what to do instead; None when neither is given."""
+    if diagnose:
+        return (
+            "--diagnose times the synchronous loop's input pipeline; this config "
+            "(trainer='passm') belongs to the asynchronous trainer. Diagnose the same data "
+            "with a synchronous config, e.g. --config=configs/mnist1d.py --diagnose."
+        )
+    if eval_only:
+        return (
+            "--eval_only reads the synchronous loop's checkpoints; this config "
+            "(trainer='passm') belongs to the asynchronous trainer, whose checkpoints hold "
+            "other state. To evaluate its workdir, rerun the same command without "
+            "--eval_only (a finished run trains nothing and reports its restored model's "
+            "accuracy), or load WORKDIR/model.keras with keras.models.load_model."
+        )
+    return None

@@ -175,20 +175,9 @@ def _main(argv: list[str]) -> None:
         raise app.UsageError("--eval_only and --diagnose each replace training: pass one.")
     if passm_config.is_passm(config):
         # configs/passm.py and the like (trainer = "passm"): the asynchronous trainer.
-        if _DIAGNOSE.value:
-            raise app.UsageError(
-                "--diagnose times the synchronous loop's input pipeline; this config "
-                "(trainer='passm') belongs to the asynchronous trainer. Diagnose the same data "
-                "with a synchronous config, e.g. --config=configs/mnist1d.py --diagnose."
-            )
-        if _EVAL_ONLY.value:
-            raise app.UsageError(
-                "--eval_only reads the synchronous loop's checkpoints; this config "
-                "(trainer='passm') belongs to the asynchronous trainer, whose checkpoints hold "
-                "other state. To evaluate its workdir, rerun the same command without "
-                "--eval_only (a finished run trains nothing and reports its restored model's "
-                "accuracy), or load WORKDIR/model.keras with keras.models.load_model."
-            )
+        conflict = flag_errors.not_for_passm(diagnose=_DIAGNOSE.value, eval_only=_EVAL_ONLY.value)
+        if conflict:
+            raise app.UsageError(conflict)
         with _one_line_errors():
             _run_partitioned(config, _WORKDIR.value, strategy_flag=_STRATEGY.value)
     elif config.strategy == "parameter_server":
