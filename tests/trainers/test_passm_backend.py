@@ -129,3 +129,21 @@ def test_a_sync_run_config_refuses_passm_fields():
     config.trainer = "passm"
     with pytest.raises(ValueError, match=r"trainer='passm' trains with the asynchronous"):
         run_config.resolve_config(config)
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("echo", 2.0), ("auto_echo_max_factor", 8.0), ("prune", True), ("assist", True),
+     ("priority", True), ("select_ratio", 0.5)],
+)  # fmt: skip
+def test_a_passm_config_refuses_a_technique_it_would_ignore(load_config, key, value):
+    config = load_config("passm", "smoke")
+    config[key] = value  # e.g. --config.echo=2: accepted, then trained without (issue 33)
+    with pytest.raises(ValueError) as raised:
+        passm_config.flat_view(config)
+    assert str(raised.value) == (
+        f"config {key}={value!r}: the asynchronous trainer (trainer='passm') trains without "
+        "echo, pruning, the Assistant and priority sampling or selection, so it would ignore "
+        "this. Use the technique with a synchronous config (e.g. "
+        "--config=configs/mnist1d.py:echo=2,buffer=1000), or leave it off here."
+    )

@@ -98,11 +98,13 @@ def flat_view(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """The flat names the trainer's code reads (``mode``, ``eval_every``, ``num_train``, ...).
 
     A config of the run-config schema (with a ``passm`` section) is read from its fields, after
-    moving any legacy flat key that is set there, with a FutureWarning; a flat config of the
-    schema before is returned as it is.
+    moving any legacy flat key that is set there, with a FutureWarning, and refused when it turns
+    a technique on (``check_no_techniques``); a flat config of the schema before is returned as
+    it is.
     """
     if "passm" not in config:
         return config
+    check_no_techniques(config)
     moved = {key: config[key] for key in LEGACY_KEYS if config.get(key) is not None}
     if moved:
         warnings.warn(
@@ -116,6 +118,36 @@ def flat_view(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     flat["decay_fractions"] = tuple(flat["decay_fractions"])
     flat["target_accuracy"] = flat["target_accuracy"] or None  # 0.0: no target, as for sync
     return ml_collections.ConfigDict(flat)
+
+
+# The run config's technique switches and the value that leaves each off: the asynchronous
+# trainer trains without the techniques, so it refuses a config that turns one on (it would
+# otherwise train the plain model and say nothing).
+TECHNIQUE_SWITCHES = {
+    "echo": 1.0,
+    "auto_echo_max_factor": 0.0,
+    "prune": False,
+    "assist": False,
+    "priority": False,
+    "select_ratio": 1.0,
+}
+
+
+def check_no_techniques(config: ml_collections.ConfigDict) -> None:
+    """Raises ValueError when ``config`` (a run config with ``trainer = "passm"``) turns on a
+    technique, naming the fields and the fix."""
+    on = [
+        f"{key}={config[key]!r}"
+        for key, off in TECHNIQUE_SWITCHES.items()
+        if key in config and config[key] != off
+    ]
+    if on:
+        raise ValueError(
+            f"config {', '.join(on)}: the asynchronous trainer (trainer='passm') trains without "
+            "echo, pruning, the Assistant and priority sampling or selection, so it would "
+            "ignore this. Use the technique with a synchronous config (e.g. "
+            "--config=configs/mnist1d.py:echo=2,buffer=1000), or leave it off here."
+        )
 
 
 def _read(config: ml_collections.ConfigDict, path: str):
