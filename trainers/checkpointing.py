@@ -200,6 +200,10 @@ _SHAPES = re.compile(
 )
 
 
+# TensorFlow's words for objects of this run that the checkpoint has no value for.
+_UNBOUND = re.compile(r"Found (\d+) Python objects that were not bound to checkpointed values")
+
+
 def _mismatch(path: str, error: BaseException) -> str:
     """Why the checkpoint ``path`` does not fit (the variable and both shapes, when TensorFlow
     names them), what can cause it and the fix.
@@ -208,9 +212,15 @@ def _mismatch(path: str, error: BaseException) -> str:
     size or classes (pruning keeps a value per training example), the batch size; never a field
     a resume may change, such as num_steps (``workdir_config.explain`` names config changes)."""
     shapes = _SHAPES.search(str(error))
+    unbound = _UNBOUND.search(str(error))
     if shapes:
         saved, current, name = shapes.groups()
         detail = f"its variable {name} has shape {saved} there and {current} in this run"
+    elif unbound:
+        # TensorFlow lists the objects with their values: the names are what a user can use.
+        names = re.findall(r"<tf\.Variable '([^']+?)(?::0)?'", str(error))
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        detail = f"{unbound.group(1)} of this run's variables are not in it ({shown})"
     else:
         detail = error_line(error)
     return (

@@ -158,7 +158,7 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
             config, workdir, trainer, techniques, counts, clock, train_read_in_python=read_in_python
         )
     except ValueError as error:  # the checkpoints do not fit: name the fields that changed
-        raise ValueError(f"{error} {workdir_config.explain(changed)}".strip()) from None
+        raise ValueError(workdir_config.failed_resume(str(error), changed)) from None
     # Rows past the restored step (written before a kill) are dropped: no step is logged twice.
     start = int(trainer.step.numpy())
     with (
@@ -179,11 +179,8 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
                 raise
             # E.g. another batch size: the restored iterator's batches no longer fit the step;
             # another shuffle buffer: its checkpointed state no longer fits the pipeline.
-            reason = checkpointing.error_line(error)
-            raise ValueError(
-                f"the run resumed at step {start} failed: {reason.rstrip('.')}. "
-                + workdir_config.explain(changed)
-            ) from None
+            reason = f"the run resumed at step {start}: {checkpointing.error_line(error)}"
+            raise ValueError(workdir_config.failed_resume(reason, changed)) from None
     # A finished run restarted: evaluate the restored model for the summary.
     evaluation = evaluation or trainer.evaluate()
     exported = _export(config, trainer.model, workdir)

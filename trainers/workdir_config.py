@@ -150,6 +150,18 @@ def explain(differences: list[str]) -> str:
     )
 
 
+def failed_resume(reason: str, differences: list[str]) -> str:
+    """The message of a resume that failed with ``reason`` (TensorFlow's words, or the
+    checkpoint's): led by the fields or data that changed when ``explain`` names some, since
+    they are the cause and ``reason`` only its symptom (e.g. an input iterator that no longer
+    fits the pipeline, which TensorFlow calls unreadable)."""
+    explanation = explain(differences)
+    named = any(d.startswith(FOUND) or not _resumable(d) for d in differences)
+    if not named:
+        return f"{reason} {explanation}".strip()
+    return f"{explanation} What failed: {reason}"
+
+
 def resume_warning(differences: list[str]) -> str | None:
     """For a resume whose checkpoint fit, the warning its ``differences`` (``changes``) call for,
     or None when only ``RESUMABLE`` fields changed: a fitting checkpoint does not make the run

@@ -22,14 +22,15 @@ def test_a_grown_image_folder_is_named_as_the_cause_not_num_steps(
     with pytest.raises(ValueError) as raised:
         experiment.run(config, str(tmp_path / "run"))
     message = str(raised.value)
+    assert message.startswith(
+        "The data differs from what the workdir's run started with (config.json): "
+        "found.train_examples: 20 -> 23: resume with that data, or use a fresh --workdir. What "
+        "failed: the checkpoint "
+    )
     assert "does not match this run's model or data: its variable draws:0 has shape (20,) " in (
         message
     )
     assert "there and (23,) in this run" in message
-    assert message.endswith(
-        "The data differs from what the workdir's run started with (config.json): "
-        "found.train_examples: 20 -> 23: resume with that data, or use a fresh --workdir."
-    )
     assert "num_steps" not in message
 
 
@@ -73,9 +74,9 @@ def test_a_resume_whose_input_no_longer_fits_fails_in_one_line_without_a_warning
     config.num_steps, config.data.shuffle_buffer = 20, 100  # the iterator's buffer was 1000
     with pytest.raises(ValueError) as raised:
         experiment.run(config, str(tmp_path / "run"))
-    assert str(raised.value) == (
-        "the run resumed at step 10 failed: Expected 3 components but got 0. This config "
-        "differs from the one the workdir's run started with (config.json) in "
-        "data.shuffle_buffer: 1000 -> 100: resume with those values, or use a fresh --workdir."
+    assert str(raised.value) == (  # the cause first, TensorFlow's symptom after it
+        "This config differs from the one the workdir's run started with (config.json) in "
+        "data.shuffle_buffer: 1000 -> 100: resume with those values, or use a fresh --workdir. "
+        "What failed: the run resumed at step 10: Expected 3 components but got 0."
     )
     assert "Warning: this resume" not in capsys.readouterr().err  # it did not go on

@@ -196,10 +196,9 @@ def test_a_resume_that_cannot_fit_names_the_fields_that_changed(tmp_path, data_d
     config.num_steps, config.data.batch_size = 20, 16  # the saved iterator holds batches of 32
     with pytest.raises(
         ValueError,
-        # TensorFlow's own words, not its "Graph execution error:" heading.
-        match=r"the run resumed at step 10 failed: Incompatible shapes.*\. This config differs "
-        r"from the one the "
-        r"workdir's run started with \(config\.json\) in data\.batch_size: 32 -> 16: resume "
-        r"with those values, or use a fresh --workdir\.",
+        # The field first, then TensorFlow's own words, not its "Graph execution error:".
+        match=r"^This config differs from the one the workdir's run started with "
+        r"\(config\.json\) in data\.batch_size: 32 -> 16: resume with those values, or use a "
+        r"fresh --workdir\. What failed: the run resumed at step 10: Incompatible shapes",
     ):
         experiment.run(config, str(tmp_path))

@@ -111,7 +111,7 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
             resume_warning=workdir_config.resume_warning(changed),
         )
     except checkpointing.CheckpointRestoreError as error:  # name the fields that changed
-        message = f"{error} {workdir_config.explain(changed)}".strip()
+        message = workdir_config.failed_resume(str(error), changed)
         raise checkpointing.CheckpointRestoreError(message) from None
     result.update(
         mode=mode,
