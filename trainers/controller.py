@@ -160,7 +160,7 @@ class Controller:
         # Decided once per inner loop (before its scalars are read, so the logged counts agree).
         self._finished = False
         self._last_progress = None  # (step, progress) after the last inner loop
-        self._logged_step = 0
+        self._logged_step = self._start_step = 0
 
     def fresh_trained(self) -> int:
         """Fresh examples behind the batches trained on so far (batch / echo factor per step)."""
@@ -227,8 +227,9 @@ class Controller:
             if self.manager is None:
                 raise RunInterrupted(step, None) from interrupt
             saved = self.manager.latest_checkpoint
-            if saved is not None and saved.endswith(f"-{step}"):
-                raise RunInterrupted(step, saved) from interrupt
+            if (saved is not None and saved.endswith(f"-{step}")) or step == self._start_step:
+                # Saved already, or nothing trained since the run (re)started.
+                raise RunInterrupted(step, saved, resume_step=checkpoint_step(saved)) from interrupt
             if self.writer is not None and self._logged_step != step:
                 # A second signal, at once, after the loop's steps and before its row: keep the
                 # last checkpoint, whose row is in the log (a resume drops the rows after it).
@@ -243,7 +244,7 @@ class Controller:
             echo_factor = self._echo_factor()
             consumed = step * self.schedule.batch_size / echo_factor
         self._consumed = self._consumed_at_eval = consumed
-        self._logged_step = step  # the step of the last metrics row (the restored one's)
+        self._logged_step = self._start_step = step  # the last metrics row is the restored one
         for technique in self.techniques:
             technique.restored()
         self._finished = self._run_done()
@@ -265,6 +266,8 @@ class Controller:
             file=sys.stderr,
         )
         with progress:
+            if step < self.schedule.num_steps and not self.stopped():
+                interrupts.raise_if_requested()  # asked during set-up: stop before training
             while step < self.schedule.num_steps and not self.stopped():
                 step, evaluated = self._loop(step, progress)
                 evaluation = evaluated or evaluation

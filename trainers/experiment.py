@@ -194,17 +194,20 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
 
 def _timings(config, strategy, user_stages) -> dict[str, float]:
     """The summary's upstream/downstream seconds per step (``diagnosis.measure_ratio``); none
-    when ``config.timing_steps`` is 0 or a signal asked the run to stop in its last loop."""
+    when ``config.timing_steps`` is 0 or a signal asks the run to stop (in its last loop, or
+    during the measurement: it then stops at once, as the outputs are already written)."""
     if not config.timing_steps:
         return {}
-    if interrupts.requested():
+    try:
+        with interrupts.raise_at_once():
+            return diagnosis.measure_ratio(config, strategy, inputs.technique_stages([user_stages]))
+    except KeyboardInterrupt:
         print(
-            "Interrupted during the last loop of steps: training had finished, so the run ends "
-            "with its outputs, without the timing measurement (--config.timing_steps).",
+            "Interrupted after training had finished: the run ends with its outputs, without "
+            "the timing measurement (--config.timing_steps).",
             file=sys.stderr,
         )
         return {}
-    return diagnosis.measure_ratio(config, strategy, inputs.technique_stages([user_stages]))
 
 
 def _outer_loop(config, trainer, counts, clock, manager, writer) -> controller.Controller:

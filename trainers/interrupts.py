@@ -35,6 +35,7 @@ import threading
 from collections.abc import Iterator, Mapping
 
 _requested: KeyboardInterrupt | None = None
+_at_once = False  # inside ``raise_at_once``: no loop end to wait for
 
 
 @contextlib.contextmanager
@@ -49,6 +50,8 @@ def stop_at_loop_end(signals: Mapping[int, type[KeyboardInterrupt]]) -> Iterator
         del frame
         if _requested is None:
             _requested = signals[signum]()
+        if _at_once:
+            raise_if_requested()
 
     previous = {signum: signal.signal(signum, request) for signum in signals}
     _requested = None
@@ -96,6 +99,19 @@ def _watch(read_end: int, signals: frozenset[int]) -> None:
                 flush=True,
             )
             os._exit(128 + signum)
+
+
+@contextlib.contextmanager
+def raise_at_once() -> Iterator[None]:
+    """Inside ``stop_at_loop_end``, for work with no loop end to wait for (the timing after
+    training): a signal, or one already recorded, raises its interrupt at once here."""
+    global _at_once
+    previous, _at_once = _at_once, True
+    try:
+        raise_if_requested()
+        yield
+    finally:
+        _at_once = previous
 
 
 def requested() -> bool:

@@ -143,12 +143,21 @@ _CLUSTER_SPEC = flags.DEFINE_string(
 
 def main(argv: list[str]) -> None:
     """The binary; a usage error (a flag missing or one that cannot go with the others) ends it
-    with one line, ``error: ...``, and exit status 2, instead of absl's whole usage text."""
+    with one line, ``error: ...``, and exit status 2, instead of absl's whole usage text, and
+    Ctrl-C outside training (``--eval_only``, ``--diagnose``, set-up) with one line and 130."""
     try:
         _main(argv)
     except app.UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        # Outside training (set-up, --eval_only, --diagnose): training's own stops say what
+        # they saved (RunInterrupted) and exit inside.
+        print(
+            "Interrupted before the run saved anything new; run the same command again.",
+            file=sys.stderr,
+        )
+        sys.exit(128 + signal.SIGINT)
 
 
 def _main(argv: list[str]) -> None:

@@ -14,6 +14,7 @@ and retries each HTTP request up to ``request_attempts`` times; local paths go t
 
 from __future__ import annotations
 
+import errno
 import os
 
 import tensorflow as tf
@@ -66,8 +67,15 @@ def cannot_store(what: str, directory: str, error: BaseException) -> ValueError:
         raise cannot_store("MNIST-1D", "/data", OSError(28, "No space left on device"))
     """
     reason = getattr(error, "strerror", None) or getattr(error, "message", None) or str(error)
+    reason = reason.strip().splitlines()[0]
+    # The fix the cause calls for: a full disk needs space, a missing or read-only place another.
+    if getattr(error, "errno", None) == errno.ENOSPC or "space" in reason.lower():
+        fix = "free some space there or choose another directory"
+    elif "permission" in reason.lower() or "read-only" in reason.lower():
+        fix = "make it writable or choose another directory"
+    else:
+        fix = "create it (or its parent) or choose another directory"
     return ValueError(
-        f"cannot store {what} in {directory} ({reason.strip().splitlines()[0]}); free some space "
-        "there or choose another directory with --config.data.data_dir=DIR (it is generated "
-        "once, then read)."
+        f"cannot store {what} in {directory} ({reason}); {fix} with --config.data.data_dir=DIR "
+        "(it is generated once, then read)."
     )

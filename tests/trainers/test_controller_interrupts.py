@@ -4,6 +4,7 @@ has the step's row, so a resumed run's log has every step it trained (issue 33).
 import dataclasses
 import os
 import signal
+import time
 
 import pytest
 import tensorflow as tf
@@ -128,16 +129,52 @@ def test_the_binary_says_in_one_line_what_an_interrupt_saved(interrupted, line, 
     assert capsys.readouterr().err == line + "\n"
 
 
-def test_a_stop_asked_in_the_last_loop_skips_the_timing_and_writes_the_outputs(
-    load_config, tmp_path, capsys
-):
-    from trainers import experiment
+def test_a_stop_asked_before_training_stops_before_the_first_step(tmp_path):
+    inner, rows = _Steps(), _Rows()
+    manager = checkpointing.make_manager(str(tmp_path), max_to_keep=10, step=inner.step)
+    outer = controller.Controller(SCHEDULE, trainer=inner, manager=manager, writer=rows)
+    with interrupts.stop_at_loop_end({signal.SIGUSR1: _Stop}):
+        os.kill(os.getpid(), signal.SIGUSR1)  # e.g. while the data set was generated
+        with pytest.raises(controller.RunInterrupted) as raised:
+            outer.run()
+    assert int(inner.step.numpy()) == 0 and rows.steps == [] and manager.checkpoints == []
+    assert raised.value.saved() == "no checkpoint was saved"
 
+
+@pytest.mark.parametrize("when", ["before", "during"])
+def test_a_stop_asked_after_training_skips_the_timing(when, load_config, capsys, monkeypatch):
+    from trainers import diagnosis, experiment
+
+    def measure(*args):  # the measurement, long enough to be interrupted
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(5)
+        raise AssertionError("not interrupted")
+
+    monkeypatch.setattr(diagnosis, "measure_ratio", measure)
     config = load_config("mnist1d", "smoke")
-    config.num_steps = config.steps_per_loop = 10  # one loop, the last
-    config.timing_steps, config.progress_bar = 50, False
-    with interrupts.stop_at_loop_end({signal.SIGUSR1: KeyboardInterrupt}):
-        os.kill(os.getpid(), signal.SIGUSR1)  # asked before the loop ends
-        summary = experiment.run(config, str(tmp_path))
-    assert summary["step"] == 10 and os.path.exists(tmp_path / "model.keras")
-    assert "without the timing measurement (--config.timing_steps)" in capsys.readouterr().err
+    with interrupts.stop_at_loop_end({signal.SIGUSR1: _Stop}):
+        if when == "before":  # asked in the last loop of steps
+            os.kill(os.getpid(), signal.SIGUSR1)
+        assert experiment._timings(config, None, experiment.technique_modules.Stages([])) == {}
+    assert "the run ends with its outputs, without the timing measurement" in (
+        capsys.readouterr().err
+    )
+
+
+class _Stop(KeyboardInterrupt):
+    """The signal's interrupt, of its own class: pytest takes a KeyboardInterrupt for its own."""
+
+
+def test_ctrl_c_outside_training_is_one_line(monkeypatch, capsys):
+    from trainers import train
+
+    def evaluating(argv):
+        raise KeyboardInterrupt  # e.g. Ctrl-C during --eval_only's evaluation
+
+    monkeypatch.setattr(train, "_main", evaluating)
+    with pytest.raises(SystemExit) as exited:
+        train.main(["train"])
+    assert exited.value.code == 128 + signal.SIGINT
+    assert capsys.readouterr().err == (
+        "Interrupted before the run saved anything new; run the same command again.\n"
+    )

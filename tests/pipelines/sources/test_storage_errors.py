@@ -4,7 +4,7 @@ import errno
 
 import pytest
 
-from pipelines.sources import mnist1d, photos
+from pipelines.sources import files, mnist1d, photos
 
 
 def _full_disk(*args, **kwargs):
@@ -25,3 +25,18 @@ def test_the_photo_set_on_a_full_disk_names_the_directory_and_leaves_nothing(tmp
     with pytest.raises(ValueError, match=r"cannot store the photo set in .*No space left"):
         photos.make_folder(str(tmp_path), num_train=4, num_eval=2)
     assert list((tmp_path / "photos").iterdir()) == []  # the staging folder is removed
+
+
+@pytest.mark.parametrize(
+    "error, fix",
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), "; free some space there or choose"),
+        (OSError(errno.ENOENT, "No such file or directory"), "; create it (or its parent) or"),
+        (OSError(errno.EACCES, "Permission denied"), "; make it writable or choose another"),
+    ],
+)
+def test_the_fix_follows_the_cause(error, fix):
+    message = str(files.cannot_store("MNIST-1D", "/nope", error))
+    assert fix in message and message.endswith(
+        "--config.data.data_dir=DIR (it is generated once, then read)."
+    )
