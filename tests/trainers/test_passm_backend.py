@@ -76,7 +76,17 @@ def test_binary_runs_the_smoke_config_on_shared_memory_by_default(
     assert result["num_workers"] == 2 and result["completed_steps"] == 16
     assert sum(result["worker_updates"]) == result["updates_applied"] == 16
     assert [h["step"] for h in result["history"]] == [8, 16]
-    *summary, model_line, tensorboard_line = capsys.readouterr().out.strip().splitlines()
+    captured = capsys.readouterr()
+    # What it trains first, as the synchronous binary says; the accuracy in a line at the end.
+    assert captured.err.splitlines()[0] == (
+        "Training mnist1d_mlp on mnist1d with passm_plus (2 workers, shared_memory backend; "
+        f"batch 16 per step) for 16 steps; writing to {tmp_path}"
+    )
+    *summary, accuracy_line, model_line, tensorboard_line = captured.out.strip().splitlines()
+    assert accuracy_line == (
+        f"step 16: eval accuracy {result['final_accuracy']:.4f} (passm_plus, "
+        f"{result['train_seconds']:.2f} s training)"
+    )
     printed = json.loads("\n".join(summary))  # the summary, without the history
     assert printed["staleness_mean"] == result["staleness_mean"] >= 0
     assert "history" not in printed and os.path.isdir(tmp_path / "checkpoints")

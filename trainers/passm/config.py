@@ -58,6 +58,7 @@ _FLAT_PATHS = {
     **{key: key for key in ("strategy", "model", "seed", "num_steps", "learning_rate")},
     "target_accuracy": "target_accuracy",
     "weight_prediction": "passm.weight_prediction",
+    "progress_bar": "progress_bar",
 }
 
 

@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import sys
 from typing import Any
 
 import keras
@@ -100,6 +101,8 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
     phases = _phases(config, mode, num_workers)
     # Once the config passed its checks (a refused one is not recorded), before the restore.
     changed = workdir_config.changes(config, workdir) if workdir else []
+    if workdir:
+        print(_headline(config, mode, backend, num_workers, workdir), file=sys.stderr)
     try:
         result = trainer.run(
             train_dataset_fn(data, seed=config.seed, num_workers=num_workers),
@@ -109,6 +112,7 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
             workdir=workdir,
             target_accuracy=config.get("target_accuracy"),
             resume_warning=workdir_config.resume_warning(changed),
+            progress_bar=bool(config.get("progress_bar", False)),
         )
     except checkpointing.CheckpointRestoreError as error:  # name the fields that changed
         message = workdir_config.failed_resume(str(error), changed)
@@ -126,6 +130,15 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
         result["model_path"] = experiment.export_model(trainer.model, workdir)
         _write_result(result, workdir)
     return result
+
+
+def _headline(config, mode: str, backend: str, num_workers: int, workdir: str) -> str:
+    """One line saying what the run trains, how, for how long and where it writes."""
+    return (
+        f"Training {config.model} on {config.dataset} with {mode} ({num_workers} worker"
+        f"{'s' if num_workers != 1 else ''}, {backend} backend; batch {config.batch_size} per "
+        f"step) for {config.num_steps} steps; writing to {workdir}"
+    )
 
 
 def _write_result(result: dict[str, Any], workdir: str) -> None:

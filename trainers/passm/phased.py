@@ -94,6 +94,7 @@ class PhasedTrainer:
         workdir: str | None = None,
         target_accuracy: float | None = None,
         resume_warning: str | None = None,
+        progress_bar: bool = False,
     ) -> dict[str, Any]:
         """Trains through ``phases``; evaluates and checkpoints every ``eval_every`` steps.
 
@@ -114,6 +115,7 @@ class PhasedTrainer:
             excluded) at the first evaluation reaching it.
           resume_warning: printed on stderr before the first metrics row of a resumed run
             (``workdir_config.resume_warning``).
+          progress_bar: show the steps and the last accuracy on stderr (when it is a terminal).
 
         Returns:
           A dict of the whole run, across resumes (the clock and history are checkpointed with
@@ -137,7 +139,7 @@ class PhasedTrainer:
         inner = PhasedLoop(self, phases, evaluate, clock, history)
         start_step = inner.step
         self._start(dataset_fn)
-        schedule = _outer_schedule(phases[-1].stop, eval_every, target_accuracy)
+        schedule = _outer_schedule(phases[-1].stop, eval_every, target_accuracy, progress_bar)
         with contextlib.ExitStack() as stack:
             writer = None
             if workdir:
@@ -304,7 +306,7 @@ class PhasedLoop:
 
 
 def _outer_schedule(
-    num_steps: int, eval_every: int, target_accuracy: float | None
+    num_steps: int, eval_every: int, target_accuracy: float | None, progress_bar: bool
 ) -> controller.Schedule:
     """One inner loop per evaluation and checkpoint; evaluation is kept off the clock."""
     return controller.Schedule(
@@ -314,6 +316,7 @@ def _outer_schedule(
         checkpoint_every_steps=eval_every,
         target_accuracy=target_accuracy or 0.0,
         evaluation_on_clock=False,
+        progress_bar=progress_bar,
     )
 
 
