@@ -375,7 +375,7 @@ def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) 
         _exit_interrupted(interrupted)
     summary = {k: v for k, v in result.items() if k not in ("history", "phases")}
     print(json.dumps(summary, indent=1))
-    if result["final_accuracy"] is not None:
+    if result.get("final_accuracy") is not None:
         print(
             f"step {result['completed_steps']}: eval accuracy {result['final_accuracy']:.4f} "
             f"({result['mode']}, {result['train_seconds']:.2f} s training)"
