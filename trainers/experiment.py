@@ -341,7 +341,12 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
         )
         checkpoint = tf.train.Checkpoint(model=trainer.model, step=trainer.step)
         manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=None)
-        path = checkpointing.restore_latest(manager, partial=True)
+        try:
+            path = checkpointing.restore_latest(manager, partial=True)
+        except checkpointing.CheckpointRestoreError as error:  # name what config.json changed
+            differences = workdir_config.changes(config, workdir)
+            explanation = workdir_config.explain(differences, evaluating=True)
+            raise checkpointing.CheckpointRestoreError(f"{explanation} {error}".strip()) from None
         evaluation = trainer.evaluate()
     loss = evaluation["eval_loss"]
     return {

@@ -116,12 +116,18 @@ def changes(config, workdir: str) -> list[str]:
     ]
 
 
-def explain(differences: list[str]) -> str:
+def explain(differences: list[str], *, evaluating: bool = False) -> str:
     """What ``differences`` (``changes``) say about a resume that failed, or "" when there are
     none: the data and the fields that changed, with the fix; when only ``RESUMABLE`` fields
-    changed, that they are not the cause (something the record does not hold changed)."""
+    changed, that they are not the cause (something the record does not hold changed).
+    ``evaluating``: the checkpoint was restored to evaluate (``--eval_only``), not to resume."""
     if not differences:
         return ""
+    if evaluating:
+        text = explain(differences)
+        for resume, evaluate in _EVALUATION_FIXES:
+            text = text.replace(resume, evaluate)
+        return text
     keyed = [(difference.split(":", 1)[0], difference) for difference in differences]
     data = [difference for key, difference in keyed if key.startswith(FOUND)]
     causes = [
@@ -148,6 +154,14 @@ def explain(differences: list[str]) -> str:
         f"The data differs from what the workdir's run started with ({FILENAME}): "
         f"{_listed(data)}{config_too}: resume with that data{values}, or use a fresh --workdir."
     )
+
+
+# explain's fixes for a resume, and the same fixes for an evaluation.
+_EVALUATION_FIXES = (
+    (": resume with", ": evaluate with"),
+    (", or use a fresh --workdir.", " (the config the workdir's run trained with)."),
+    ("; a fresh --workdir starts over.", "."),
+)
 
 
 def failed_resume(reason: str, differences: list[str]) -> str:

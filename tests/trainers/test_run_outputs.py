@@ -116,7 +116,14 @@ def test_eval_only_prints_the_checkpoint_accuracy_and_writes_nothing(finished_ru
     [
         ("missing", r"the workdir \S+ holds no checkpoint to evaluate .*train first"),
         ("empty", r"the workdir \S+ holds no checkpoint to evaluate .*train first"),
-        ("other_model", r"does not match this run's model.*the config that wrote this checkpoint"),
+        # The field config.json records first, with the evaluation's fix, then what failed.
+        (
+            "other_model",
+            r"^This config differs from the one the workdir's run started with "
+            r"\(config\.json\) in model: 'mnist1d_cnn' -> 'mnist1d_mlp': evaluate with those "
+            r"values \(the config the workdir's run trained with\)\. the checkpoint .* does not "
+            r"match this run's model",
+        ),
     ],
 )
 def test_evaluate_refuses_a_workdir_without_a_checkpoint_of_this_model(
