@@ -37,13 +37,8 @@ def test_a_grown_image_folder_is_named_as_the_cause_not_num_steps(
 def test_a_resume_that_fits_but_changes_the_data_warns_naming_the_change(
     load_config, tmp_path, capsys
 ):
-    config = load_config("mnist1d", "smoke,echo=2")
-    config.progress_bar, config.num_steps = False, 10
-    experiment.run(config, str(tmp_path / "run"))
-    capsys.readouterr()
-    config = load_config("mnist1d", "smoke,echo=2")
-    config.progress_bar, config.num_steps = False, 20
-    config.data.num_train = 2 * config.data.num_train
+    config = _ten_steps(load_config, tmp_path, "smoke,echo=2", capsys)
+    config.num_steps, config.data.num_train = 20, 2 * config.data.num_train
     summary = experiment.run(config, str(tmp_path / "run"))
     assert summary["step"] == 20
     err = capsys.readouterr().err
@@ -56,9 +51,7 @@ def test_a_resume_that_fits_but_changes_the_data_warns_naming_the_change(
 
 
 def test_a_resume_changing_only_num_steps_does_not_warn(load_config, tmp_path, capsys):
-    config = load_config("mnist1d", "smoke")
-    config.progress_bar, config.num_steps = False, 10
-    experiment.run(config, str(tmp_path / "run"))
+    config = _ten_steps(load_config, tmp_path, "smoke", capsys)
     config.num_steps = 20
     experiment.run(config, str(tmp_path / "run"))
     assert "Warning: this resume" not in capsys.readouterr().err
@@ -67,10 +60,7 @@ def test_a_resume_changing_only_num_steps_does_not_warn(load_config, tmp_path, c
 def test_a_resume_whose_input_no_longer_fits_fails_in_one_line_without_a_warning(
     load_config, tmp_path, capsys
 ):
-    config = load_config("mnist1d", "smoke")
-    config.progress_bar, config.num_steps = False, 10
-    experiment.run(config, str(tmp_path / "run"))
-    capsys.readouterr()
+    config = _ten_steps(load_config, tmp_path, "smoke", capsys)
     config.num_steps, config.data.shuffle_buffer = 20, 100  # the iterator's buffer was 1000
     with pytest.raises(ValueError) as raised:
         experiment.run(config, str(tmp_path / "run"))
@@ -80,3 +70,13 @@ def test_a_resume_whose_input_no_longer_fits_fails_in_one_line_without_a_warning
         "What failed: the run resumed at step 10: Expected 3 components but got 0."
     )
     assert "Warning: this resume" not in capsys.readouterr().err  # it did not go on
+
+
+def _ten_steps(load_config, tmp_path, argument: str, capsys):
+    """The config of a 10-step MNIST-1D run (``argument``) finished in ``tmp_path/run``, with
+    its output read, to resume with changes."""
+    config = load_config("mnist1d", argument)
+    config.progress_bar, config.num_steps = False, 10
+    experiment.run(config, str(tmp_path / "run"))
+    capsys.readouterr()
+    return config
