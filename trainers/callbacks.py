@@ -40,6 +40,10 @@ class EchoStatsCallback(keras.callbacks.Callback):
     ``EchoMeters`` counters the input pipeline increments. Because they are written into the
     epoch ``logs``, Keras' ``History``, ``CSVLogger`` and ``TensorBoard`` callbacks record them
     too (put this callback before those in the list). ``self.epochs`` keeps one dict per epoch.
+    The counts include what the pipeline read ahead: ``echo_ratio`` is the echo factor at the
+    end of a pass over the data, and below it inside one (``.repeat()`` with
+    ``steps_per_epoch``), where the fresh meter also counts what the echo stage holds
+    (docs/data_echoing.md).
     """
 
     def __init__(self, meters: echo_meters.EchoMeters, *, verbose: bool = False):

@@ -479,3 +479,17 @@ def test_an_empty_update_records_nothing_and_is_not_called_floats():
     table = echoing.LossTable(4)
     table.update([], [])  # before: "ids must be integers, got dtype float32"
     assert not table.seen.numpy().any() and int(table.nonfinite_skipped.numpy()) == 0
+
+
+@pytest.mark.parametrize("fed", [False, True])
+def test_a_table_nothing_feeds_is_said_once_when_epoch_2_opens(fed, capfd):
+    table = echoing.LossTable(16)
+    prune = echoing.loss_prune(table, num_epochs=4, prune_ratio=0.5, seed=0)
+    train = prune.read({"x": np.arange(16, dtype=np.float32)}, batch_size=8)
+    for _ in range(4):  # four epochs, each read whole
+        for batch in train:
+            if fed:  # as LossFeedback(..., observers=[table.update]) does after each batch
+                table.update(batch["id"], tf.ones_like(batch["x"]))
+    err = capfd.readouterr().err
+    warned = "echoing.loss_prune: epoch 2 opened and the LossTable has recorded no loss"
+    assert err.count(warned) == (0 if fed else 1)

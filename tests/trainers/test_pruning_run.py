@@ -127,11 +127,20 @@ def test_bad_pruning_configs_are_refused_naming_the_value(prune_config, override
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"prune_ratio": 0.3}, r"prune_ratio=0.3 with prune=False: pruning is off"),
+        ({"prune_ratio": 0.3}, r"^config prune_ratio=0.3 with prune off: the technique is off, "
+         r"so the run would train without it\. Turn it on \(e\.g\. "
+         r"--config=configs/mnist1d\.py:prune=1,prune_ratio=0\.3\) or leave its options at "
+         r"their defaults\.$"),
         ({"prune_anneal": 0.5, "prune_epochs": 4}, r"prune_anneal=0.5, prune_epochs=4 with prune"),
         ({"select_mode": "sample"}, r"select_mode='sample' with select_ratio=1: .* is off"),
+        # Issue 33 (seventh probe): these were accepted and the run trained without them.
+        ({"priority_top_ratio": 0.5}, r"priority_top_ratio=0.5 with priority off: .*priority=1"),
+        ({"priority_renew_ratio": 0.5}, r"priority_renew_ratio=0.5 with priority off"),
+        ({"assist_base_prob": 0.5}, r"assist_base_prob=0.5 with assist off: .*assist=1"),
+        ({"assist_train_every": 5}, r"assist_train_every=5 with assist off"),
+        ({"assist_asynchronous": False}, r"assist_asynchronous=False with assist off"),
     ],
-)
+)  # fmt: skip
 def test_options_of_a_technique_that_is_off_are_refused(load_config, overrides, message):
     config = load_config("mnist1d", "smoke")
     config.update(overrides)

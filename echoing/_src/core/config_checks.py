@@ -27,3 +27,19 @@ def refuse_fresh_evaluation(config, technique: str) -> None:
             f"per step, which does not hold when {technique}; set it to 0 and use "
             "eval_every_steps."
         )
+
+
+def refuse_options_when_off(config, defaults: dict, *, switch: str, example: str) -> None:
+    """Refuses a technique's options set away from their ``defaults`` (key -> default) while
+    the technique is off: the run would silently train the baseline. ``switch`` names the field
+    that turns it on, ``example`` a config argument that does (e.g. ``"prune=1,prune_ratio=0.3"``).
+    """
+    changed = [
+        f"{key}={config[key]!r}" for key, default in defaults.items() if config[key] != default
+    ]
+    if changed:
+        raise ValueError(
+            f"config {', '.join(changed)} with {switch} off: the technique is off, so the run "
+            f"would train without it. Turn it on (e.g. --config=configs/mnist1d.py:{example}) "
+            "or leave its options at their defaults."
+        )

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
+import tensorflow as tf
+
 from echoing._src.core.checks import in_interval, is_positive_int, is_real, require
 
 
@@ -44,3 +48,27 @@ def check_number(arg, value, low, high, interval, *, upper_open) -> None:
         "probability of dropping a below-mean example (1 would drop them all); "
         "anneal_fraction the share of epochs, at the end, on the full data.",
     )
+
+
+# Pruning with a table nothing feeds keeps every example: the mistake is silent without this.
+UNFED_EPOCH = 2  # epoch 1 may open before epoch 0's losses arrive (read-ahead); 2 is later
+_UNFED = (
+    "echoing.loss_prune: epoch {} opened and the LossTable has recorded no loss, so pruning "
+    "keeps every example. Record training's per-example losses in this same table: "
+    "echoing.keras.LossFeedback(..., observers=[table.update]) around the model fit trains, "
+    "or table.update(ids, losses) in your own loop. (A pipeline that reads more than an epoch "
+    "ahead of training can open an epoch before the first losses arrive.)"
+)
+
+
+def warn_if_unfed(table, epoch: tf.Tensor, warned: tf.Variable) -> tf.Tensor:
+    """Prints ``_UNFED`` on stderr once, when ``epoch`` >= ``UNFED_EPOCH`` opens with ``table``
+    holding no loss; ``warned`` (a bool variable) records that it did. In graph, per epoch."""
+
+    def warn():
+        printed = tf.print(tf.strings.format(_UNFED, epoch), output_stream=sys.stderr)
+        with tf.control_dependencies([printed]):
+            return warned.assign(True)
+
+    unfed = (epoch >= UNFED_EPOCH) & ~warned & ~tf.reduce_any(table.seen)
+    return tf.cond(unfed, warn, lambda: tf.identity(warned))

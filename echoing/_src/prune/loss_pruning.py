@@ -60,6 +60,7 @@ from echoing._src.prune.checks import (
     check_batch_size,
     check_number,
     check_read_source,
+    warn_if_unfed,
 )
 from echoing._src.prune.stream import StreamPruning
 from echoing._src.prune.trained import TrainedEpochs
@@ -107,6 +108,7 @@ class LossPruning(StreamPruning, tf.Module):
         self.kept_inputs = meters.ElementCounter(f"{name}_kept")
         self.threshold = _host_variable(tf.constant(0.0), "threshold")
         self.threshold_epoch = _host_variable(tf.constant(-1, tf.int64), "threshold_epoch")
+        self.warned_unfed = _host_variable(tf.constant(False), "warned_unfed")  # warn_if_unfed
         # The epoch's keep draws, one per id: by id and on a stream decide alike.
         self.draws = _host_variable(tf.zeros([table.num_examples], tf.float32), "draws")
         # By id: the epochs started, and how many of the current epoch's kept ids go out.
@@ -315,8 +317,9 @@ class LossPruning(StreamPruning, tf.Module):
         draws = tf.random.stateless_uniform(
             [self.table.num_examples], seed=self._seed(epoch, stream=0)
         )
+        unfed = warn_if_unfed(self.table, epoch, self.warned_unfed)
         with tf.control_dependencies(
-            [self.threshold_epoch.assign(epoch), self.draws.assign(draws)]
+            [self.threshold_epoch.assign(epoch), self.draws.assign(draws), unfed]
         ):
             return tf.identity(self.threshold.assign(self.table.mean()))
 

@@ -82,6 +82,9 @@ class PruningTechnique(Technique):
         )
         self._progress = _host_variable(tf.constant(0.0), "prune_progress")
         self.num_input_pipelines = num_input_pipelines
+        # The trainer feeds this table itself, once per loop, behind a read-ahead that can open
+        # several epochs of a small data set first: loss_prune's unfed-table warning is not for it.
+        self.stage.warned_unfed.assign(True)
 
     def stages(self) -> list[Insertion]:
         # The earliest point: on ids before reading where the source reads by id, else on the
@@ -141,17 +144,10 @@ def check_config(config) -> None:
         )
     if not config.prune:
         # An option of a technique that is off would silently train the baseline.
-        changed = [
-            f"{key}={config[key]!r}"
-            for key, default in (("prune_ratio", 0.5), ("prune_anneal", 0.125), ("prune_epochs", 0))
-            if config[key] != default
-        ]
-        if changed:
-            raise ValueError(
-                f"config {', '.join(changed)} with prune=False: pruning is off, so the run would "
-                "train on all the data. Set prune=True (e.g. --config=configs/mnist1d.py:"
-                "prune=1,prune_ratio=0.3) or leave the pruning options at their defaults."
-            )
+        defaults = {"prune_ratio": 0.5, "prune_anneal": 0.125, "prune_epochs": 0}
+        config_checks.refuse_options_when_off(
+            config, defaults, switch="prune", example="prune=1,prune_ratio=0.3"
+        )
         return
     if config.strategy == "tpu":
         raise ValueError(
