@@ -346,7 +346,8 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
         except checkpointing.CheckpointRestoreError as error:  # name what config.json changed
             differences = workdir_config.changes(config, workdir)
             explanation = workdir_config.explain(differences, evaluating=True)
-            raise checkpointing.CheckpointRestoreError(f"{explanation} {error}".strip()) from None
+            what = f"{explanation} What failed: {error}" if explanation else str(error)
+            raise checkpointing.CheckpointRestoreError(what) from None
         evaluation = trainer.evaluate()
     loss = evaluation["eval_loss"]
     return {
@@ -366,7 +367,8 @@ def format_evaluation(result: dict[str, object]) -> str:
         f"step {result['step']} ({result['checkpoint']}): eval accuracy "
         f"{result['eval_accuracy']:.4f} (loss {result['eval_loss']:.4f}"
         + (f", perplexity {perplexity:.1f}" if perplexity is not None else "")
-        + f") on {result['eval_examples']} examples"
+        # A language model's evaluation counts the tokens it predicted, not lines.
+        + f") on {result['eval_examples']} {'tokens' if perplexity is not None else 'examples'}"
     )
 
 

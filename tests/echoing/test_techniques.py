@@ -145,7 +145,10 @@ def test_priority_technique_selects_its_own_batches_and_replaces_gradients():
 @pytest.mark.parametrize(
     ("fields", "error", "message"),
     [
-        ({"echo": 0.0}, ValueError, r"config echo must be a number > 0 \(1.0 = no echo\)"),
+        ({"echo": 0.0}, ValueError, r"config echo must be a number in \(0, 1000\] \(1.0 = no"),
+        # Issue 33: above the stage's bound, or infinite, the message named echo()'s argument.
+        ({"echo": 1001.0}, ValueError, r"config echo must be a number in \(0, 1000\]"),
+        ({"echo": float("inf")}, ValueError, r"config echo must be .*got inf; e.g. echo=2"),
         ({"echo_buffer_size": -5}, ValueError, "echo_buffer_size must be >= 0"),
         ({"echo_buffer_size": 100}, ValueError, r"echo_buffer_size=100 shuffles .* echo is off"),
         (

@@ -43,10 +43,14 @@ def test_auto_echo_factor_is_logged_each_loop_within_bounds(
 @pytest.mark.parametrize(
     ("argument", "message"),
     [
-        ("echo=auto,max_echo=0.5,smoke", "auto_echo_max_factor must be 0 .off. or a number >= 1"),
+        ("echo=auto,max_echo=0.5,smoke", r"auto_echo_max_factor must be 0 .off. or a number in "
+         r"\[1, 1000\], got 0.5; e.g. 8 \(the config argument max_echo=8\)"),
+        # Issue 33: above the stage's bound the message named echoing.AutoEcho's argument.
+        ("echo=auto,max_echo=5000,smoke", r"auto_echo_max_factor must be 0 .off. or a number in "
+         r"\[1, 1000\], got 5000"),
         ("echo=2,max_echo=4,smoke", "max_echo needs echo=auto"),
     ],
-)
+)  # fmt: skip
 def test_bad_auto_echo_arguments_are_refused(argument, message, load_config):
     with pytest.raises(ValueError, match=message):
         experiment.resolve_config(load_config("mnist1d", argument))

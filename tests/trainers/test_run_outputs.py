@@ -121,8 +121,8 @@ def test_eval_only_prints_the_checkpoint_accuracy_and_writes_nothing(finished_ru
             "other_model",
             r"^This config differs from the one the workdir's run started with "
             r"\(config\.json\) in model: 'mnist1d_cnn' -> 'mnist1d_mlp': evaluate with those "
-            r"values \(the config the workdir's run trained with\)\. the checkpoint .* does not "
-            r"match this run's model",
+            r"values \(the config the workdir's run trained with\)\. What failed: the "
+            r"checkpoint .* does not match this run's model",
         ),
     ],
 )
@@ -165,3 +165,16 @@ def test_an_image_folder_run_writes_its_class_names(tmp_path, data_dir, load_con
     assert names == sorted(photos.PHOTOS)
     model = keras.models.load_model(os.path.join(workdir, "model.keras"))
     assert model.output_shape == (None, len(names))
+
+
+@pytest.mark.parametrize(
+    "perplexity, counted", [(None, "on 200 examples"), (12.5, "perplexity 12.5) on 822 tokens")]
+)
+def test_the_evaluation_line_says_what_it_counted(perplexity, counted):
+    # A language model's evaluation counts the tokens it predicted (issue 33: said "examples").
+    result = {
+        "step": 40, "checkpoint": "/w/checkpoints/ckpt-40", "eval_accuracy": 0.5,
+        "eval_loss": 1.0, "eval_perplexity": perplexity,
+        "eval_examples": 200 if perplexity is None else 822,
+    }  # fmt: skip
+    assert experiment.format_evaluation(result).endswith(counted)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from echoing._src.core.technique import Context, Feedback, Insertion, Technique
 from echoing._src.echo.auto_echo import AutoEcho
+from echoing._src.echo.counts import MAX_FACTOR
 
 
 class AutoEchoTechnique(Technique):
@@ -72,9 +73,10 @@ def default_config(config) -> None:
 
 def check_config(config) -> None:
     auto = config.auto_echo_max_factor
-    if not (auto == 0 or auto >= 1):
+    if not (auto == 0 or 1 <= auto <= MAX_FACTOR):
         raise ValueError(
-            f"config auto_echo_max_factor must be 0 (off) or a number >= 1, got {auto!r}; e.g. 8."
+            f"config auto_echo_max_factor must be 0 (off) or a number in [1, {MAX_FACTOR:g}], "
+            f"got {auto!r}; e.g. 8 (the config argument max_echo=8)."
         )
 
 

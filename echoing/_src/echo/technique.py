@@ -19,6 +19,7 @@ pipeline never echoes by itself.
 from __future__ import annotations
 
 from echoing._src.core.technique import Context, Insertion, Technique
+from echoing._src.echo.counts import MAX_FACTOR
 from echoing._src.echo.echo import echo
 
 
@@ -58,9 +59,10 @@ def default_config(config) -> None:
 
 
 def check_config(config) -> None:
-    if not config.echo > 0:
+    if not 0 < config.echo <= MAX_FACTOR:  # also NaN and inf
         raise ValueError(
-            f"config echo must be a number > 0 (1.0 = no echo), got {config.echo!r}; e.g. echo=2."
+            f"config echo must be a number in (0, {MAX_FACTOR:g}] (1.0 = no echo), got "
+            f"{config.echo!r}; e.g. echo=2."
         )
     if config.echo_buffer_size < 0:
         raise ValueError(
