@@ -12,11 +12,12 @@ Example::
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
 
-from absl import flags
+from absl import app, flags
 
 # The repository's config files, listed when --config names a file that does not exist.
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
@@ -163,3 +164,23 @@ def not_for_passm(*, diagnose: bool, eval_only: bool) -> str | None:
             "accuracy), or load WORKDIR/model.keras with keras.models.load_model."
         )
     return None
+
+
+def parse_serve(task: str, cluster_spec: str | None) -> tuple[dict, str, int]:
+    """``--serve=JOB:INDEX`` and ``--cluster_spec`` as ``(spec, job, index)``; a mistake is an
+    ``absl.app.UsageError`` naming both flags and an example."""
+    job, _, index = task.partition(":")
+    if not index.isdigit() or not cluster_spec:
+        raise app.UsageError(
+            f"--serve takes JOB:INDEX with --cluster_spec, e.g. --serve=ps:0 "
+            f'--cluster_spec=\'{{"worker": [...], "ps": [...]}}\'; got --serve={task!r} and '
+            f"--cluster_spec={cluster_spec!r}."
+        )
+    try:
+        spec = json.loads(cluster_spec)
+    except json.JSONDecodeError as error:
+        raise app.UsageError(
+            f"--cluster_spec is not JSON ({error}); it maps each job to its host:port list, "
+            f'e.g. --cluster_spec=\'{{"worker": ["localhost:2223"], "ps": ["localhost:2222"]}}\'.'
+        ) from None
+    return spec, job, int(index)

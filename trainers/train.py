@@ -322,21 +322,7 @@ def _serve(task: str, cluster_spec: str | None) -> None:
     """``--serve=JOB:INDEX``: one server of a cluster (``trainers.local_cluster.serve``)."""
     from trainers import local_cluster
 
-    job, _, index = task.partition(":")
-    if not index.isdigit() or not cluster_spec:
-        raise app.UsageError(
-            f"--serve takes JOB:INDEX with --cluster_spec, e.g. --serve=ps:0 "
-            f'--cluster_spec=\'{{"worker": [...], "ps": [...]}}\'; got --serve={task!r} and '
-            f"--cluster_spec={cluster_spec!r}."
-        )
-    try:
-        spec = json.loads(cluster_spec)
-    except json.JSONDecodeError as error:
-        raise app.UsageError(
-            f"--cluster_spec is not JSON ({error}); it maps each job to its host:port list, "
-            f'e.g. --cluster_spec=\'{{"worker": ["localhost:2223"], "ps": ["localhost:2222"]}}\'.'
-        ) from None
-    local_cluster.serve(spec, job, int(index))
+    local_cluster.serve(*flag_errors.parse_serve(task, cluster_spec))
 
 
 def _run_partitioned(config, workdir: str, *, strategy_flag: str | None = None) -> None:
