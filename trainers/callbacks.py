@@ -28,6 +28,8 @@ Example::
 
 from __future__ import annotations
 
+import warnings
+
 import keras
 
 from echoing import meters as echo_meters
@@ -58,9 +60,24 @@ class EchoStatsCallback(keras.callbacks.Callback):
         self.meters = meters
         self.verbose = verbose
         self.epochs: list[dict[str, float]] = []
+        self._warned = False
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         result = {name: float(value) for name, value in self.meters.result().items()}
+        idle = [name for name in ("fresh", "emitted") if not result[f"{name}_examples"]]
+        if idle:
+            # A meter the pipeline never applied: a ratio of 0 would read as no echo at all.
+            result["echo_ratio"] = float("nan")
+            if not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"EchoStatsCallback: the {' and '.join(idle)} meter counted no examples this "
+                    "far, so echo_ratio is NaN. Apply both to the pipeline: "
+                    "ds.apply(meters.fresh.count()) before echo and "
+                    "ds.apply(meters.emitted.count()) after it.",
+                    UserWarning,
+                    stacklevel=2,
+                )
         self.epochs.append(result)
         if logs is not None:
             logs.update(result)

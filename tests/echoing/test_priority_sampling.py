@@ -263,3 +263,20 @@ def test_iterator_checkpoint_resumes_the_step_counter(tmp_path):
     ids = next(restored)["id"].numpy()
     np.testing.assert_array_equal(ids, expected)
     np.testing.assert_array_equal(ids[2:], [6, 7])
+
+
+@pytest.mark.parametrize("measured", [False, True])
+def test_a_table_nothing_measures_is_said_once_at_its_check_step(measured, capfd):
+    from echoing._src.priority.table import UNMEASURED_STEP
+
+    table = PriorityTable(64)
+    if measured:  # as PriorityModel(..., table=table) does after each step
+        table.update(tf.constant([3], tf.int64), tf.constant([1.0]), 0)
+    ds = priority_sample(
+        table, {"x": np.zeros(64, np.float32)}, batch_size=8, top_ratio=0.5, renew_ratio=0.5,
+        seed=0, start_step=UNMEASURED_STEP - 2,
+    )  # fmt: skip
+    for _ in ds.take(5):  # steps 998 .. 1002
+        pass
+    said = capfd.readouterr().err.count("has measured no priority, so sampling uses none")
+    assert said == (0 if measured else 1)

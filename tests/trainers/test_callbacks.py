@@ -66,3 +66,19 @@ def test_verbose_prints_one_line_per_epoch(capsys):
 def test_callback_rejects_non_meters(bad):
     with pytest.raises(TypeError, match="EchoMeters"):
         callbacks.EchoStatsCallback(bad)
+
+
+def test_a_meter_the_pipeline_never_applied_gives_nan_and_one_warning():
+    counts = meters.EchoMeters()
+    features = tf.zeros([32, 8])
+    # Only the fresh meter applied: the ratio read 0.00 (no echo) although echo ran at 2.
+    ds = tf.data.Dataset.from_tensor_slices((features, tf.zeros([32], tf.int64)))
+    ds = ds.apply(counts.fresh.count()).apply(echoing.echo(2)).batch(16)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.warns(UserWarning, match="the emitted meter counted no examples") as caught:
+        history = model.fit(
+            ds, epochs=2, callbacks=[callbacks.EchoStatsCallback(counts)], verbose=0
+        )
+    assert np.isnan(history.history["echo_ratio"]).all()
+    assert len([w for w in caught if "EchoStatsCallback" in str(w.message)]) == 1

@@ -60,7 +60,7 @@ import tensorflow as tf
 from echoing._src.core.checks import in_interval, is_int, is_real
 from echoing._src.core.sources import RandomAccessSource, random_access_source
 from echoing._src.priority.shards import ShardedPriorityTable, pipeline_share
-from echoing._src.priority.table import PriorityTable
+from echoing._src.priority.table import PriorityTable, warned_if_unmeasured
 
 if TYPE_CHECKING:
     from tensorflow_datasets.core.data_sources.base import BaseDataSource
@@ -181,6 +181,8 @@ class PrioritySampler(tf.Module):
           top/proportional part, then renewal, then uniform remainder.
         """
         step = tf.cast(step, tf.int64)
+        if hasattr(self.table, "measured_step"):  # a PriorityTable (a sharded one: per shard)
+            step = warned_if_unmeasured(self.table, step)
         n = self.table.num_examples
         renew = self.renewal_ids(step)
         log_estimate = self.table.log_estimate(step)

@@ -40,6 +40,8 @@ alongside the model.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import tensorflow as tf
 
@@ -272,3 +274,37 @@ def check_ids(ids: tf.Tensor, priorities: tf.Tensor, num_examples: int) -> tf.Te
     # The gathers that follow are stateless; without this they could fail first, unreadably.
     with tf.control_dependencies([length_check, range_check]):
         return tf.identity(ids)
+
+
+# The step at which a sampler checks that its table was ever measured (rarely reached before
+# the first measurement by a pipeline's read-ahead, even with a loop of hundreds of steps).
+UNMEASURED_STEP = 1000
+_UNMEASURED = (
+    "echoing.priority_sample: step {} and its PriorityTable has measured no priority, so "
+    "sampling uses none (top-k picks ids 0, 1, ...). Measure into this same table: "
+    "echoing.keras.PriorityModel(..., table=table), or PriorityMeter(table, ...) in your own "
+    "loop."
+)
+
+
+def warned_if_unmeasured(table, step: tf.Tensor) -> tf.Tensor:
+    """``step``, once a warning is printed on stderr if it is ``UNMEASURED_STEP`` and ``table``
+    (a ``PriorityTable``) has no measured priority; the table is only read at that step."""
+
+    def check():
+        unmeasured = tf.reduce_all(table.measured_step == NEVER_MEASURED)
+        printed = tf.cond(
+            unmeasured,
+            lambda: _printed(tf.strings.format(_UNMEASURED, step)),
+            lambda: tf.constant(False),
+        )
+        return printed
+
+    checked = tf.cond(tf.equal(step, UNMEASURED_STEP), check, lambda: tf.constant(False))
+    with tf.control_dependencies([checked]):
+        return tf.identity(step)
+
+
+def _printed(message: tf.Tensor) -> tf.Tensor:
+    with tf.control_dependencies([tf.print(message, output_stream=sys.stderr)]):
+        return tf.constant(True)
