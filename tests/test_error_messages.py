@@ -394,7 +394,7 @@ ROWS = {
     "TFDS name not prepared offline": (
         lambda tmp_path: _tfds("mnist", tmp_path),
         ValueError,
-        r"dataset 'mnist' needs a download; use --data_dir with a prepared copy",
+        r"dataset 'mnist' needs a download; use --config.data.data_dir with a prepared copy",
     ),
     "data batch_size 0": (
         lambda _: _data_config(batch_size=0),

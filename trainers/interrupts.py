@@ -94,7 +94,7 @@ def _watch(read_end: int, signals: frozenset[int]) -> None:
                 continue
             print(
                 f"{name} again: stopped at once. Run the same command to resume from the "
-                "workdir's last checkpoint.",
+                "workdir's last checkpoint (or to start over, if none was saved yet).",
                 file=sys.stderr,
                 flush=True,
             )

@@ -47,9 +47,10 @@ def prepared_builder(name: str, data_dir: str):
                 "'mnist', 'cifar10'), or point data_dir at your prepared copy."
             ) from error
         raise ValueError(
-            f"dataset {name!r} needs a download; use --data_dir with a prepared copy or the "
-            f"config's default data (no prepared copy under data_dir={data_dir!r}; prepare one "
-            f"with `tfds build {name} --data_dir={data_dir}` on a machine with internet)."
+            f"dataset {name!r} needs a download; use --config.data.data_dir with a prepared copy "
+            f"or the config's default data (no prepared copy under data_dir={data_dir!r}; "
+            f"prepare one with `tfds build {name} --data_dir={data_dir}` on a machine with "
+            "internet)."
         ) from error
 
 

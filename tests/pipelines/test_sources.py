@@ -154,8 +154,14 @@ def test_tfds_reads_stored_mnist1d_by_name(tiny_config, mnist1d_dir, tiny_sizes)
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("mnist", "dataset 'mnist' needs a download; use --data_dir with a prepared copy"),
-        ("cifar10", "dataset 'cifar10' needs a download; use --data_dir with a prepared copy"),
+        (
+            "mnist",
+            "dataset 'mnist' needs a download; use --config.data.data_dir with a prepared copy",
+        ),
+        (
+            "cifar10",
+            "dataset 'cifar10' needs a download; use --config.data.data_dir with a prepared copy",
+        ),
         ("no_such_dataset", "there is no TFDS dataset named 'no_such_dataset'.*tfds.list_builders"),
     ],
 )

@@ -157,3 +157,12 @@ def test_a_passm_config_refuses_a_technique_it_would_ignore(load_config, key, va
         "this. Use the technique with a synchronous config (e.g. "
         "--config=configs/mnist1d.py:echo=2,buffer=1000), or leave it off here."
     )
+
+
+def test_a_worker_count_below_one_names_the_flag(load_config, tmp_path):
+    config = load_config("passm", "smoke")
+    config.passm.num_workers = 0
+    with pytest.raises(
+        ValueError, match=r"^config\.passm\.num_workers must be an int >= 1, got 0; "
+    ):
+        async_experiment.train_and_evaluate(config, str(tmp_path))

@@ -158,6 +158,12 @@ def _check_mode(config, strategy) -> None:
         raise ValueError(
             f"config.passm.mode must be one of {passm_schedule.MODES}, got {config.mode!r}."
         )
+    workers = config.num_workers
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(
+            f"config.passm.num_workers must be an int >= 1, got {workers!r}; e.g. "
+            "--config.passm.num_workers=2."
+        )
     if strategy is None:
         is_ps = config.strategy == "parameter_server"
     else:
