@@ -1,5 +1,7 @@
 """Tests for echoing.meters: host-side counts of fresh and emitted examples."""
 
+import warnings
+
 import pytest
 import tensorflow as tf
 
@@ -98,3 +100,15 @@ def test_a_counted_dataset_checkpoints_its_iterator_with_default_options(tmp_pat
     assert [int(next(iterator)) for _ in range(3)] == [1, 2, 3]
     tf.train.Checkpoint(meters=counts, iterator=iterator).restore(path)
     assert int(next(iterator)) == 1  # back where it was saved
+
+
+def test_count_after_batch_without_rows_warns_that_a_batch_counts_as_one():
+    counter = meters.ElementCounter("emitted")
+    batches = tf.data.Dataset.range(64).batch(16)
+    with pytest.warns(UserWarning, match=r"each batch counts as 1 example.*count\(rows=True\)"):
+        counted = batches.apply(counter.count())
+    assert sum(1 for _ in counted) == 4 and counter.value() == 4  # what it said it counts
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rows=True, or unbatched elements: nothing to say
+        tf.data.Dataset.range(4).apply(counter.count())
+        batches.apply(counter.count(rows=True))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
+
 import tensorflow as tf
 
+from echoing._src.core import dataset_graph
 from echoing._src.core.types import DatasetTransformation
 
 
@@ -55,6 +58,14 @@ class ElementCounter(tf.Module):
         def transformation(dataset: tf.data.Dataset) -> tf.data.Dataset:
             if rows:
                 _check_batched(dataset.element_spec, self.name)
+            elif dataset_graph.comes_out_of_batch(dataset):
+                warnings.warn(
+                    f"echoing meter {self.name!r}: count() counts elements, and these come out "
+                    "of batch(), so each batch counts as 1 example. Count its examples with "
+                    "count(rows=True).",
+                    UserWarning,
+                    stacklevel=2,
+                )
             # Checkpointed with its iterator as a user would: the counter is saved on its own.
             return checkpointable(dataset.map(increment, name=f"count_{self.name}"))
 
