@@ -123,45 +123,38 @@ def explain(differences: list[str], *, evaluating: bool = False) -> str:
     ``evaluating``: the checkpoint was restored to evaluate (``--eval_only``), not to resume."""
     if not differences:
         return ""
+    data, causes = _causes(differences)
+    # The fix: resume (or evaluate) with the recorded values, or start a fresh workdir.
+    verb, fresh = ("resume", ", or use a fresh --workdir.")
     if evaluating:
-        text = explain(differences)
-        for resume, evaluate in _EVALUATION_FIXES:
-            text = text.replace(resume, evaluate)
-        return text
-    keyed = [(difference.split(":", 1)[0], difference) for difference in differences]
-    data = [difference for key, difference in keyed if key.startswith(FOUND)]
-    causes = [
-        difference
-        for key, difference in keyed
-        if not key.startswith(FOUND) and not _resumable(difference)
-    ]
+        verb, fresh = ("evaluate", " (the config the workdir's run trained with).")
     if not (data or causes):
         return (
             f"The config differs from the one the workdir's run started with ({FILENAME}) only "
             f"in {_listed(differences)}, which a resume may change: what changed is something "
             f"{FILENAME} does not record, such as the data (e.g. images or classes added to its "
-            "folder); a fresh --workdir starts over."
+            "folder)" + ("." if evaluating else "; a fresh --workdir starts over.")
         )
     if not data:
         return (
             f"This config differs from the one the workdir's run started with ({FILENAME}) in "
-            f"{_listed(causes)}: resume with those values, or use a fresh --workdir."
+            f"{_listed(causes)}: {verb} with those values{fresh}"
         )
     config_too, values = "", ""
     if causes:
         config_too, values = f"; and this config in {_listed(causes)}", " and those values"
     return (
         f"The data differs from what the workdir's run started with ({FILENAME}): "
-        f"{_listed(data)}{config_too}: resume with that data{values}, or use a fresh --workdir."
+        f"{_listed(data)}{config_too}: {verb} with that data{values}{fresh}"
     )
 
 
-# explain's fixes for a resume, and the same fixes for an evaluation.
-_EVALUATION_FIXES = (
-    (": resume with", ": evaluate with"),
-    (", or use a fresh --workdir.", " (the config the workdir's run trained with)."),
-    ("; a fresh --workdir starts over.", "."),
-)
+def _causes(differences: list[str]) -> tuple[list[str], list[str]]:
+    """``differences`` split into what the data holds (``found.*``) and the config fields a
+    resume may not change: the changes that can make a checkpoint not fit."""
+    data = [d for d in differences if d.startswith(FOUND)]
+    causes = [d for d in differences if not d.startswith(FOUND) and not _resumable(d)]
+    return data, causes
 
 
 def failed_resume(reason: str, differences: list[str]) -> str:
@@ -170,8 +163,7 @@ def failed_resume(reason: str, differences: list[str]) -> str:
     they are the cause and ``reason`` only its symptom (e.g. an input iterator that no longer
     fits the pipeline, which TensorFlow calls unreadable)."""
     explanation = explain(differences)
-    named = any(d.startswith(FOUND) or not _resumable(d) for d in differences)
-    if not named:
+    if not any(_causes(differences)):
         return f"{reason} {explanation}".strip()
     return f"{explanation} What failed: {reason}"
 

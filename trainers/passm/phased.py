@@ -149,12 +149,14 @@ class PhasedTrainer:
                 schedule, trainer=inner, clock=clock, manager=manager, writer=writer
             )
             _run_reporting_lost_servers(outer, inner, manager)
-        final_accuracy = inner.last_accuracy()
-        if inner.step == start_step and evaluate is not None:
+        return self._result(inner, clock, start_step, self._final_accuracy(inner, start_step))
+
+    def _final_accuracy(self, inner: PhasedLoop, start_step: int) -> float | None:
+        if inner.step == start_step and inner.evaluate_fn is not None:
             # Nothing trained (the workdir's run already reached the end; the controller says
             # so): the result reports the restored model's accuracy, not the history's.
-            final_accuracy = float(evaluate(self.model))
-        return self._result(inner, clock, start_step, final_accuracy)
+            return float(inner.evaluate_fn(self.model))
+        return inner.last_accuracy()
 
     def _restored_manager(
         self, workdir: str, clock: controller.RunClock, history: RunHistory
@@ -265,7 +267,7 @@ class PhasedLoop:
     ):
         self.trainer = trainer
         self.phases = list(phases)
-        self._evaluate = evaluate
+        self.evaluate_fn = evaluate
         self._clock, self._saved_history = clock, history
         self.step = int(trainer.state.completed_steps.numpy())
         self.history: list[dict[str, Any]] = history.records()  # restored: the whole run's
@@ -290,7 +292,7 @@ class PhasedLoop:
         return scalars
 
     def evaluate(self) -> dict[str, float]:
-        accuracy = float(self._evaluate(self.trainer.model)) if self._evaluate else None
+        accuracy = float(self.evaluate_fn(self.trainer.model)) if self.evaluate_fn else None
         # The controller has added the loop's time to the run's (checkpointed) clock.
         seconds = float(self._clock.seconds.numpy())
         record = {"step": self.step, **self._last, "train_seconds": seconds}
