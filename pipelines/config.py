@@ -215,7 +215,9 @@ def _check_source(config: ml_collections.ConfigDict) -> None:
     if config.source == "text":
         _check_text(config)
     if config.source == "tfds" and not config.name:
-        raise ValueError("data config source='tfds' needs name, e.g. name='cifar10'; got name=''.")
+        raise ValueError(
+            "data config source='tfds' needs data config name, e.g. name='cifar10'; got name=''."
+        )
     if config.source != "tfrecord":
         return
     for key in ("train_files", "eval_files"):
@@ -226,16 +228,17 @@ def _check_source(config: ml_collections.ConfigDict) -> None:
             )
     if config.num_classes is None:
         raise ValueError(
-            "data config source='tfrecord' needs num_classes (TFRecord files carry no "
-            "metadata), got None; e.g. num_classes=10."
+            "data config source='tfrecord' needs data config num_classes (TFRecord "
+            "files carry no metadata), got None; e.g. num_classes=10."
         )
 
 
 def _check_image_folder(config: ml_collections.ConfigDict) -> None:
     if config.image_size is None:
         raise ValueError(
-            "data config source='image_folder' needs image_size (images of every size are "
-            "cropped and resized to image_size x image_size), got None; e.g. image_size=224."
+            "data config source='image_folder' needs data config image_size (images of every "
+            "size are cropped and resized to image_size x image_size), got None; e.g. "
+            "image_size=224."
         )
     if not 0 <= config.eval_fraction < 1:
         raise ValueError(

@@ -79,7 +79,13 @@ def flag_mistake(error: Exception, argv: Sequence[str]) -> str | None:
     if isinstance(error, (AttributeError, KeyError)):
         return _missing_config_key(error, argv)
     if isinstance(error, flags.Error):
-        # absl's other flag errors (a flag given twice, --config.x before --config) name it.
+        early = re.match(r"Found (--config\.[^=\s]+)\S* in argv before a value", str(error))
+        if early:
+            return (
+                f"{early.group(1)}: given before --config; put --config=FILE first, e.g. "
+                f"python -m trainers.train --config=configs/mnist1d.py {early.group(1)}=..."
+            )
+        # absl's other flag errors (a flag given twice) name it.
         return " ".join(str(error).split())
     return None
 
@@ -144,6 +150,24 @@ def _missing_config_key(error: Exception, argv: Sequence[str]) -> str | None:
     if suggestion:
         hint = f"; did you mean {flag[: -len(key.group(1))]}{suggestion.group(1)}?"
     return f"{flag}: the config has no key {key.group(1)!r}{hint}"
+
+
+def as_data_flags(message: str, keys: Sequence[str]) -> str:
+    """``message`` (a data-config error of ``pipelines``, which names fields as a Python user
+    sets them: ``data config image_size``, ``e.g. image_size=224``) with the fields named as the
+    binary's flags: ``--config.data.image_size``, ``e.g. --config.data.image_size=224``. A
+    message that names no data config is returned as it is.
+
+    Example::
+
+        as_data_flags("data config source='tfds' needs name, e.g. name='mnist'", ["name", "source"])
+        # "--config.data.source='tfds' needs name, e.g. --config.data.name='mnist'"
+    """
+    if "data config" not in message:
+        return message
+    names = "|".join(sorted(map(re.escape, keys), key=len, reverse=True))
+    message = re.sub(rf"\bdata config ({names})\b", r"--config.data.\1", message)
+    return re.sub(rf"(?<![.\w-])({names})(?==)", r"--config.data.\1", message)
 
 
 def not_for_passm(*, diagnose: bool, eval_only: bool) -> str | None:

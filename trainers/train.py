@@ -70,6 +70,8 @@ import tensorflow as tf
 from absl import app, flags
 from ml_collections import config_flags
 
+import pipelines
+from pipelines.config import MOVED_ECHO_KEYS
 from trainers import (
     checkpointing,
     experiment,
@@ -246,7 +248,7 @@ def _one_line_errors():
     except (ValueError, TypeError) as error:
         if _VERBOSE.value:
             raise
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {_as_data_flags(str(error))}", file=sys.stderr)
         sys.exit(1)
     except tf.errors.InvalidArgumentError as error:
         # The input pipeline's own data checks (a corrupt image, a label out of range) fail
@@ -254,8 +256,14 @@ def _one_line_errors():
         check = data_check_message(error.message)
         if check is None or _VERBOSE.value:
             raise
-        print(f"error: {check}", file=sys.stderr)
+        print(f"error: {_as_data_flags(check)}", file=sys.stderr)
         sys.exit(1)
+
+
+def _as_data_flags(message: str) -> str:
+    """``message`` with the data config's fields named as ``--config.data.*`` flags."""
+    keys = set(pipelines.default_data_config().keys()) - set(MOVED_ECHO_KEYS)
+    return flag_errors.as_data_flags(message, sorted(keys))
 
 
 def data_check_message(message: str) -> str | None:
@@ -270,13 +278,14 @@ def data_check_message(message: str) -> str | None:
     if "assertion failed: [" not in message:
         return None
     text = message.split("assertion failed: ", 1)[1].splitlines()[0].strip()
+    text = text.replace("\\'", "'")  # the graph's message escapes the quotes of its strings
     if not any(marker in text for marker in _DATA_CHECK_MARKERS):
         return None
     return " ".join(item.strip() for item in text.removeprefix("[").removesuffix("]").split("] ["))
 
 
 # Every data check of the pipelines names the data config field that fixes it.
-_DATA_CHECK_MARKERS = ("data config", "data.num_classes")
+_DATA_CHECK_MARKERS = ("data config",)
 
 
 # A run of either trainer that fails so ends with one line and exit status 1: what failed and

@@ -67,7 +67,8 @@ def augment(
         if shape.rank != 3 or not shape.is_fully_defined():
             raise ValueError(
                 "image augmentation needs fixed-size images [height, width, channels], got "
-                f"inputs of shape {shape}; set augment='none' or image_size in the data config."
+                f"inputs of shape {shape}; set data config augment='none' or data config "
+                "image_size."
             )
         seeds = tf.random.experimental.stateless_split(tf.stack([draw, int(seed)]), num=5)
         if crop:

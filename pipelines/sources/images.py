@@ -34,7 +34,7 @@ def static_shape(shape, image_size: int | None, what: str) -> tuple[int, int, in
         return (image_size, image_size, shape[-1])
     if None in shape[:2]:
         raise ValueError(
-            f"{what} has images of varying size {shape}; set image_size in the data config "
+            f"{what} has images of varying size {shape}; set data config image_size "
             "(e.g. image_size=224) so that they can be batched."
         )
     return shape

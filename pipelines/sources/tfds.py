@@ -111,8 +111,8 @@ def load(
         num_classes = getattr(label_feature, "num_classes", None)
         if num_classes is None:
             raise ValueError(
-                f"TFDS dataset {name!r} label {label_key!r} has no class count; set num_classes "
-                "in the data config."
+                f"TFDS dataset {name!r} label {label_key!r} has no class count; set data config "
+                "num_classes."
             )
 
     is_image = isinstance(input_feature, tfds.features.Image)

@@ -237,9 +237,9 @@ def _label_checker(num_classes: int, train_files: str, eval_files: str):
     label is outside ``[0, num_classes)``: a loss would otherwise fail deep in the train step
     (on a CPU) or turn NaN without a word (on a GPU)."""
     message = (
-        f"TFRecord files {train_files!r} / {eval_files!r} hold a label outside [0, num_classes="
-        f"{num_classes}) (the record's id and label follow); pass num_classes = the largest "
-        "label + 1 (data.num_classes in a run config), or fix the records."
+        f"TFRecord files {train_files!r} / {eval_files!r} hold a label outside [0, {num_classes}) "
+        "(the record's id and label follow); set data config num_classes to the largest "
+        "label + 1, or fix the records."
     )
 
     def check_label(example: dict) -> tf.Tensor:

@@ -240,7 +240,7 @@ def test_tfrecord_labels_outside_num_classes_are_named(tmp_path, labels, error, 
     with pytest.raises(error) as raised:
         run()
     text = str(raised.value)
-    assert "label outside [0, num_classes=2)" in text and "pass num_classes" in text
+    assert "label outside [0, 2)" in text and "set data config num_classes" in text
     assert ("id=0, label=5" in text) if op == "load" else ("[id=] [2] [label=] [7]" in text)
 
 

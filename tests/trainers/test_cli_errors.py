@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from trainers import train
+from trainers import flag_errors, train
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PASSM = os.path.join(REPOSITORY, "configs", "passm.py")
@@ -71,6 +71,16 @@ def test_a_flag_mistake_is_one_line_naming_the_flag_and_the_fix(
     argv = ["train", f"--config={mnist1d_config_path}:smoke", "--workdir=/x", flag]
     shown = _parse_error(argv, parse_binary_flags, capsys)
     assert re.search(message, shown), shown
+
+
+def test_a_config_override_before_the_config_says_to_put_the_config_first(
+    mnist1d_config_path, parse_binary_flags, capsys
+):
+    argv = ["train", "--config.num_steps=10", f"--config={mnist1d_config_path}", "--workdir=/x"]
+    assert _parse_error(argv, parse_binary_flags, capsys) == (
+        "error: --config.num_steps: given before --config; put --config=FILE first, e.g. "
+        "python -m trainers.train --config=configs/mnist1d.py --config.num_steps=..."
+    )
 
 
 def test_a_config_file_that_does_not_exist_is_named_with_the_configs_there_are(
@@ -148,3 +158,55 @@ def test_a_diverged_asynchronous_run_is_one_line_as_a_synchronous_one(
         r"Lower the learning rate \(--config\.learning_rate",
         shown.splitlines()[-1],
     ), shown
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        (
+            "data config source='tfds' needs data config name, e.g. name='cifar10'; got name=''.",
+            "--config.data.source='tfds' needs --config.data.name, e.g. "
+            "--config.data.name='cifar10'; got --config.data.name=''.",
+        ),
+        (
+            "bad.jpg - re-copy it, or set data config skip_corrupt=True to skip it",
+            "bad.jpg - re-copy it, or set --config.data.skip_corrupt=True to skip it",
+        ),
+        # A message about no data config, and a key inside another word or flag, stay as they are.
+        (
+            "config warmup_steps=8 must be < num_steps=4",
+            "config warmup_steps=8 must be < num_steps=4",
+        ),
+        (
+            "data config x: --config.data.name=a, my_name=b",
+            "data config x: --config.data.name=a, my_name=b",
+        ),
+    ],
+)
+def test_a_data_config_error_names_its_fields_as_the_binary_flags(message, shown):
+    keys = ["name", "num_classes", "skip_corrupt", "source"]
+    assert flag_errors.as_data_flags(message, keys) == shown
+
+
+def test_a_tfrecord_label_out_of_range_names_the_flag_without_escaped_quotes(
+    tmp_path, capsys, mnist1d_config_path, parse_binary_flags
+):
+    import numpy as np
+
+    from pipelines.sources import tfrecord
+
+    for split, count in (("train", 40), ("eval", 8)):
+        inputs = np.zeros((count, 40, 1), np.float32)
+        tfrecord.write(str(tmp_path / f"{split}.tfrecord"), inputs, np.arange(count) % 10)
+    argv = ["train", f"--config={mnist1d_config_path}:smoke", f"--workdir={tmp_path / 'run'}"]
+    argv += ["--config.data.source=tfrecord", "--config.data.num_classes=5"]
+    argv += [f"--config.data.train_files={tmp_path}/train*", "--config.progress_bar=False"]
+    argv += [f"--config.data.eval_files={tmp_path}/eval*"]
+    parse_binary_flags(argv)
+    with pytest.raises(SystemExit) as raised:
+        train.main(["train"])
+    assert raised.value.code == 1
+    shown = capsys.readouterr().err.strip().splitlines()[-1]
+    assert shown.startswith(f"error: TFRecord files '{tmp_path}/train*' / '{tmp_path}/eval*' hold ")
+    assert "set --config.data.num_classes to the largest label + 1" in shown, shown
+    assert "\\" not in shown, shown

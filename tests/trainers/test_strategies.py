@@ -324,6 +324,6 @@ def test_a_corrupt_image_met_in_training_is_one_line_naming_the_file(
     shown = capsys.readouterr().err.strip().splitlines()[-1]
     assert re.fullmatch(
         r"error: corrupt, truncated or not an image \(JPEG, PNG, GIF, BMP\): \S+/bad\.jpg - "
-        r"re-copy it, or set data config skip_corrupt=True .*",
+        r"re-copy it, or set --config\.data\.skip_corrupt=True .*",
         shown,
     ), shown

@@ -224,7 +224,7 @@ def test_a_jpeg_garbled_inside_is_skipped_with_skip_corrupt(tmp_path):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"image_size": None}, "needs image_size"),
+        ({"image_size": None}, "needs data config image_size"),
         ({"eval_fraction": 1.0}, "eval_fraction must be in"),
     ],
 )
