@@ -32,7 +32,7 @@ FILENAME = "config.json"
 
 # Fields a resumed run may change (docs/training_binary.md): when it ends, its learning-rate
 # schedule, when it evaluates, saves and logs. No checkpoint holds them, so none is the cause of
-# a checkpoint that does not fit. The last ones are configs/passm.py's flat view's.
+# a checkpoint that does not fit. The last ones are the asynchronous trainer's (trainers.passm).
 RESUMABLE = frozenset(
     {
         "num_steps",
@@ -49,12 +49,11 @@ RESUMABLE = frozenset(
         "timing_steps",
         "progress_bar",
         "diagnose_steps",
-        "eval_every",
-        "decay_fractions",
-        "decay_factor",
-        "assm_warmup_fraction",
-        "assm_window_fraction",
-        "steps_per_closure",
+        "passm.decay_fractions",
+        "passm.decay_factor",
+        "passm.assm_warmup_fraction",
+        "passm.assm_window_fraction",
+        "passm.steps_per_call",
     }
 )
 
@@ -64,10 +63,10 @@ CHANGES_TRAINING = frozenset(
     {
         "learning_rate",
         "warmup_steps",
-        "decay_fractions",
-        "decay_factor",
-        "assm_warmup_fraction",
-        "assm_window_fraction",
+        "passm.decay_fractions",
+        "passm.decay_factor",
+        "passm.assm_warmup_fraction",
+        "passm.assm_window_fraction",
     }
 )
 

@@ -84,7 +84,8 @@ def test_a_resume_that_cannot_fit_names_the_field_that_changed(finished, load_co
     message = str(raised.value)
     assert message.startswith(
         "This config differs from the one the workdir's run started with (config.json) in "
-        "num_workers: 2 -> 3: resume with those values, or use a fresh --workdir. What failed: "
+        "passm.num_workers: 2 -> 3: resume with those values, or use a fresh --workdir. "
+        "What failed: "
         f"the checkpoint {workdir}/checkpoints/ckpt-16 does not match this run's model or data: "
         "13 of this run's variables are not in it ("
     )

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from trainers import experiment, workdir_config
+from trainers.passm import config as passm_config
 
 
 def _image_folder_config(load_config, root):
@@ -97,6 +98,21 @@ def test_a_resume_warning_names_what_a_resume_should_not_change():
         "Warning: this resume's config or data differs from what the workdir's run started "
         "with (config.json) in seed: 0 -> 1. Training goes on with the new values"
     )
+
+
+def test_the_asynchronous_trainers_changes_are_named_and_judged_as_the_run_config_holds_them():
+    flat = ["eval_every: 100 -> 50", "steps_per_closure: 10 -> 5", "decay_factor: 0.1 -> 0.2"]
+    named = passm_config.as_run_config_names([*flat, "num_workers: 2 -> 3", "seed: 0 -> 1"])
+    assert named == [
+        "eval_every_steps: 100 -> 50",
+        "passm.steps_per_call: 10 -> 5",
+        "passm.decay_factor: 0.1 -> 0.2",
+        "passm.num_workers: 2 -> 3",
+        "seed: 0 -> 1",
+    ]
+    assert workdir_config.resume_warning(named[:2]) is None  # when it evaluates, how it calls
+    assert " in passm.decay_factor: 0.1 -> 0.2. " in workdir_config.resume_warning(named[:3])
+    assert "in passm.num_workers: 2 -> 3: resume with" in workdir_config.explain(named[3:4])
 
 
 def test_a_record_that_cannot_be_read_is_named_with_the_fixes(load_config, tmp_path, add_images):

@@ -151,6 +151,21 @@ def check_no_techniques(config: ml_collections.ConfigDict) -> None:
         )
 
 
+def as_run_config_names(differences: list[str]) -> list[str]:
+    """``workdir_config.changes`` of the flat view (``"num_workers: 2 -> 3"``) with each field
+    named where the run config holds it, as the user sets it (``"passm.num_workers: 2 -> 3"``).
+
+    Example::
+
+        as_run_config_names(["eval_every: 100 -> 50"])  # ['eval_every_steps: 100 -> 50']
+    """
+    named = []
+    for difference in differences:
+        key, colon, rest = difference.partition(": ")
+        named.append(f"{_FLAT_PATHS.get(key, key)}{colon}{rest}")
+    return named
+
+
 def _read(config: ml_collections.ConfigDict, path: str):
     """``config``'s field at a dotted ``path``, e.g. ``"passm.mode"``."""
     for key in path.split("."):

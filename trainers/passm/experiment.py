@@ -101,6 +101,7 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
     phases = _phases(config, mode, num_workers)
     # Once the config passed its checks (a refused one is not recorded), before the restore.
     changed = workdir_config.changes(config, workdir) if workdir else []
+    changed = passm_config.as_run_config_names(changed)
     if workdir:
         print(_headline(config, mode, backend, num_workers, workdir), file=sys.stderr)
     try:
