@@ -115,25 +115,9 @@ def load(
                 "num_classes."
             )
 
-    is_image = isinstance(input_feature, tfds.features.Image)
-    if is_image:
-        input_shape = images.static_shape(input_feature.shape, image_size, f"TFDS {name!r}")
-        resize = image_size is not None
-        decoders = {input_key: tfds.decode.SkipDecoding()}
-
-        def decode_inputs(value):
-            return images.decode(value, shape=input_shape, resize=resize)
-    else:
-        input_shape = tuple(input_feature.shape)
-        if None in input_shape:
-            raise ValueError(
-                f"TFDS dataset {name!r} input {input_key!r} has varying shape {input_shape}; "
-                "only fixed shapes (or images with image_size) can be batched."
-            )
-        decoders = None
-
-        def decode_inputs(value):
-            return tf.cast(value, tf.float32)
+    input_shape, decoders, decode_inputs = _input_decoding(
+        name, input_key, input_feature, image_size
+    )
 
     def decode(example: dict) -> dict:
         return {
@@ -164,3 +148,29 @@ def load(
         num_classes=int(num_classes),
         input_shape=tuple(int(size) for size in input_shape),
     )
+
+
+def _input_decoding(name: str, input_key: str, input_feature, image_size: int | None):
+    """``(input_shape, decoders, decode_inputs)`` for the dataset's input feature: images are
+    read encoded (``SkipDecoding``) and decoded by the split's decode stage, resized to
+    ``image_size`` when given; other inputs become float32."""
+    if isinstance(input_feature, tfds.features.Image):
+        input_shape = images.static_shape(input_feature.shape, image_size, f"TFDS {name!r}")
+        resize = image_size is not None
+        decoders = {input_key: tfds.decode.SkipDecoding()}
+
+        def decode_inputs(value):
+            return images.decode(value, shape=input_shape, resize=resize)
+    else:
+        input_shape = tuple(input_feature.shape)
+        if None in input_shape:
+            raise ValueError(
+                f"TFDS dataset {name!r} input {input_key!r} has varying shape {input_shape}; "
+                "only fixed shapes (or images with image_size) can be batched."
+            )
+        decoders = None
+
+        def decode_inputs(value):
+            return tf.cast(value, tf.float32)
+
+    return input_shape, decoders, decode_inputs
