@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from echoing._src.core.checks import is_positive_int
+from echoing._src.core.types import as_element
 
 
 class BatchStamps:
@@ -65,6 +66,8 @@ class BatchStamps:
         ready_times, handed_times, count = self._ready, self._handed, self._count
         capacity = self.capacity
 
+        spec = dataset.element_spec
+
         def tag(*element):
             return element, tf.timestamp()
 
@@ -78,7 +81,7 @@ class BatchStamps:
                 counted = count.assign_add(1)
             with tf.control_dependencies([counted]):
                 element = tf.nest.map_structure(tf.identity, element)
-            return element if len(element) > 1 else element[0]
+            return as_element(element, spec)
 
         # Ready is stamped before a one-element buffer and read after it: a batch waiting in the
         # buffer when its step began counts no wait, however long fit takes to dispatch the step.

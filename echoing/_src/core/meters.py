@@ -7,7 +7,7 @@ import warnings
 import tensorflow as tf
 
 from echoing._src.core import dataset_graph
-from echoing._src.core.types import DatasetTransformation
+from echoing._src.core.types import DatasetTransformation, as_element
 
 
 class ElementCounter(tf.Module):
@@ -45,17 +45,13 @@ class ElementCounter(tf.Module):
         """
         variable = self.variable
 
-        def increment(*element):
-            if rows:
-                first = tf.nest.flatten(element)[0]
-                amount = _rows(first)
-            else:
-                amount = tf.constant(1, tf.int64)
-            element = element[0] if len(element) == 1 else element
+        def increment(element):
+            amount = _rows(tf.nest.flatten(element)[0]) if rows else tf.constant(1, tf.int64)
             with tf.control_dependencies([variable.assign_add(amount)]):
                 return tf.nest.map_structure(tf.identity, element)
 
         def transformation(dataset: tf.data.Dataset) -> tf.data.Dataset:
+            spec = dataset.element_spec
             if rows:
                 _check_batched(dataset.element_spec, self.name)
             elif dataset_graph.comes_out_of_batch(dataset):
@@ -67,7 +63,10 @@ class ElementCounter(tf.Module):
                     stacklevel=2,
                 )
             # Checkpointed with its iterator as a user would: the counter is saved on its own.
-            return checkpointable(dataset.map(increment, name=f"count_{self.name}"))
+            counted = dataset.map(
+                lambda *args: increment(as_element(args, spec)), name=f"count_{self.name}"
+            )
+            return checkpointable(counted)
 
         return transformation
 

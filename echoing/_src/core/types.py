@@ -1,4 +1,5 @@
-"""Type aliases shared across the package (argument checks live in ``checks``).
+"""Type aliases and small helpers shared across the package (argument checks live in
+``checks``).
 
 Example::
 
@@ -38,3 +39,18 @@ class ClosesOnExit:
         else:
             with contextlib.suppress(Exception):
                 self.close()
+
+
+def as_element(args: tuple, element_spec):
+    """The element whose components a ``Dataset.map`` (or ``flat_map``) function received as
+    ``*args``: tf.data passes a tuple element's components as positional arguments and any other
+    element as one argument, so a 1-tuple element ``(t,)`` and a bare ``t`` both arrive as
+    ``(t,)``; the dataset's ``element_spec`` tells them apart. Returning ``args[0]`` for both
+    would turn a 1-tuple dataset into a bare one.
+
+    Example::
+
+        ds = tf.data.Dataset.from_tensors((tf.zeros(3),))
+        ds.map(lambda *args: as_element(args, ds.element_spec)).element_spec  # (TensorSpec,)
+    """
+    return args if type(element_spec) is tuple else args[0]

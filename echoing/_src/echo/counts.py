@@ -120,10 +120,5 @@ def _read_factor(factor) -> tf.Tensor:
         return tf.identity(value)
 
 
-def _unpack(x: tuple):
-    """tf.data passes a top-level tuple as positional args; a 1-tuple of args is the element."""
-    return x[0] if len(x) == 1 else x
-
-
 def _child(name: str | None, suffix: str) -> str | None:
     return f"{name}_{suffix}" if name else None

@@ -35,14 +35,13 @@ import tensorflow as tf
 
 from echoing._src.core import dataset_graph
 from echoing._src.core.meters import EchoMeters, checkpointable
-from echoing._src.core.types import DatasetTransformation
+from echoing._src.core.types import DatasetTransformation, as_element
 from echoing._src.echo.counts import (
     MAX_FACTOR,
     _child,
     _count_groups,
     _counted,
     _counts,
-    _unpack,
 )
 from echoing._src.echo.vectorized import (  # noqa: F401 (the size bound, read here before)
     VECTORIZED_MAX_ELEMENT_BYTES,
@@ -176,7 +175,7 @@ def _echo(dataset, factor, seed: int | None, name: str | None, implementation: s
         else:
             echoed = dataset.flat_map(
                 lambda *x: tf.data.Dataset.from_tensors(
-                    _counted(_unpack(x), meters, int(factor))
+                    _counted(as_element(x, dataset.element_spec), meters, int(factor))
                 ).repeat(int(factor)),
                 name=_child(name, "flat_map"),
             )

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from echoing._src.core import dataset_graph, fit_timing
 from echoing._src.core.checks import is_positive_int, is_real
+from echoing._src.core.types import as_element
 from echoing._src.echo.auto_echo import AutoEcho, has_stage
 
 
@@ -103,12 +104,12 @@ class AutoEchoCallback(keras.callbacks.Callback):
         )
         if has_stage(dataset, self.auto_echo) is False:
             # Counted per batch, where fit takes it, so that a fit on it warns (_check_stamped).
-            unechoed = self._unechoed
+            unechoed, spec = self._unechoed, dataset.element_spec
 
             def count(*element):
                 with tf.control_dependencies([unechoed.assign_add(1)]):
                     element = tf.nest.map_structure(tf.identity, element)
-                return element if len(element) > 1 else element[0]
+                return as_element(element, spec)
 
             dataset = dataset.map(count, name="without_auto_echo")
         return self._stamps.stamp(dataset)

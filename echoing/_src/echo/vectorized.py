@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from echoing._src.echo.counts import _child, _count_groups, _counted_group, _counts, _unpack
+from echoing._src.core.types import as_element
+from echoing._src.echo.counts import _child, _count_groups, _counted_group, _counts
 
 # Elements whose dense components together are at most this many bytes take the vectorised path.
 # Measured crossover on a 2-core CPU (benchmarks/echo_throughput.py): the vectorised path copies
@@ -51,7 +52,7 @@ def _repeat_vectorized(dataset, draws, factor, element_bytes, name, meters=None)
     if draws is None:
 
         def repeat(*x):
-            x = _unpack(x)
+            x = as_element(x, batched.element_spec)
             repeated = tf.nest.map_structure(lambda t: tf.repeat(t, factor, axis=0), x)
             return _counted_group(repeated, x, meters, factor)
 
