@@ -36,11 +36,23 @@ def test_a_live_factor_is_counted_as_it_moves():
     assert counts.fresh.value() == 600 and counts.emitted.value() == outputs == 1200
 
 
-def test_batch_echoing_counts_batches_and_ragged_elements_count_per_element():
+@pytest.mark.parametrize("implementation", ["vectorized", "per_element"])
+@pytest.mark.parametrize("factor", [2, 1.5])
+def test_batch_echoing_counts_the_rows_of_its_batches(implementation, factor):
+    # It counted each batch as one example: 10 fresh examples out of 100 (issue 33).
     counts = meters.EchoMeters()
-    batches = tf.data.Dataset.range(100).batch(10).apply(echoing.echo(2, meters=counts))
-    assert len(_drain(batches)) == 20
-    assert counts.result() == {"fresh_examples": 10, "emitted_examples": 20, "echo_ratio": 2.0}
+    batches = tf.data.Dataset.range(100).batch(10, drop_remainder=True)
+    echoed = batches.apply(
+        echoing.echo(factor, seed=0, implementation=implementation, meters=counts)
+    )
+    outputs = _drain(echoed)
+    assert counts.result()["fresh_examples"] == 100
+    assert counts.result()["emitted_examples"] == sum(len(batch) for batch in outputs)
+    if factor == 2:
+        assert len(outputs) == 20 and counts.result()["echo_ratio"] == 2.0
+
+
+def test_ragged_elements_count_one_example_each():
     counts = meters.EchoMeters()
     ragged = tf.data.Dataset.range(1, 6).map(lambda n: tf.range(n))  # variable length
     assert len(_drain(ragged.apply(echoing.echo(3, meters=counts)))) == 15

@@ -12,7 +12,9 @@ from echoing import meters
 from echoing._src.core import fit_timing
 
 ONE_TUPLE = tf.data.Dataset.from_tensor_slices((np.arange(6.0).reshape(2, 3),))
-PAIR = tf.data.Dataset.from_tensor_slices((np.arange(6.0).reshape(2, 3), np.arange(4).reshape(2, 2)))
+PAIR = tf.data.Dataset.from_tensor_slices(
+    (np.arange(6.0).reshape(2, 3), np.arange(4).reshape(2, 2))
+)
 BARE = tf.data.Dataset.from_tensor_slices(np.arange(6.0).reshape(2, 3))
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from echoing._src.core.meters import EchoMeters
+from echoing._src.core.meters import EchoMeters, _rows
 
 # The largest echo factor accepted, static or live. The papers find echo useful up to e≈4-16
 # (beyond R = t_upstream / t_downstream more echoes cannot speed training up: the accelerator is
@@ -31,28 +31,33 @@ MAX_FACTOR = 1000.0
 _RANDOM_RANGE = float(1 << 32)
 
 
-def _counted_group(repeated, group, meters: EchoMeters | None, echoes):
+def _counted_group(repeated, group, meters: EchoMeters | None, echoes, rows: bool = False):
     """``repeated``, after counting ``group`` (a batch of inputs) as fresh and ``echoes`` (a
-    static factor, or one count per input) as the outputs emitted from it."""
+    static factor, or one count per input) as the outputs emitted from it; ``rows``: each input
+    is itself a batch (batch echoing), whose rows are counted."""
     if meters is None:
         return repeated
-    rows = tf.shape(tf.nest.flatten(group)[0], out_type=tf.int64)[0]
-    emitted = rows * echoes if isinstance(echoes, int) else tf.reduce_sum(echoes)
+    shape = tf.shape(tf.nest.flatten(group)[0], out_type=tf.int64)
+    inputs = shape[0]
+    emitted = inputs * echoes if isinstance(echoes, int) else tf.reduce_sum(echoes)
+    per_input = shape[1] if rows else tf.constant(1, tf.int64)  # fixed-shape batches, all alike
     increments = [
-        meters.fresh.variable.assign_add(rows),
-        meters.emitted.variable.assign_add(tf.cast(emitted, tf.int64)),
+        meters.fresh.variable.assign_add(inputs * per_input),
+        meters.emitted.variable.assign_add(tf.cast(emitted, tf.int64) * per_input),
     ]
     with tf.control_dependencies(increments):
         return tf.nest.map_structure(tf.identity, repeated)
 
 
-def _counted(element, meters: EchoMeters | None, echoes):
-    """``element``, after counting it as one fresh input and ``echoes`` emitted outputs."""
+def _counted(element, meters: EchoMeters | None, echoes, rows: bool = False):
+    """``element``, after counting it as one fresh input and ``echoes`` emitted outputs; with
+    ``rows`` (the element is a batch), as many as it has rows."""
     if meters is None:
         return element
+    amount = _rows(tf.nest.flatten(element)[0]) if rows else tf.constant(1, tf.int64)
     increments = [
-        meters.fresh.variable.assign_add(1),
-        meters.emitted.variable.assign_add(tf.cast(echoes, tf.int64)),
+        meters.fresh.variable.assign_add(amount),
+        meters.emitted.variable.assign_add(tf.cast(echoes, tf.int64) * amount),
     ]
     with tf.control_dependencies(increments):
         return tf.nest.map_structure(tf.identity, element)

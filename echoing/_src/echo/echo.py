@@ -99,9 +99,11 @@ def echo(
       implementation: "auto" (the default) picks by static element size; "vectorized" or
         "per_element" force one path (benchmarks compare them; "vectorized" needs fixed-shape
         dense elements).
-      meters: an ``echoing.meters.EchoMeters`` whose ``fresh`` counter counts the stage's inputs
-        and ``emitted`` its outputs, inside the stage: once per internal group of up to 256
-        elements on the vectorised path, and in the function the per-element path runs anyway.
+      meters: an ``echoing.meters.EchoMeters`` whose ``fresh`` counter counts the stage's input
+        examples and ``emitted`` its output examples (for elements out of ``batch()``, batch
+        echoing, the rows of each batch; else one per element), inside the stage: once per
+        internal group of up to 256 elements on the vectorised path, and in the function the
+        per-element path runs anyway.
         Counting stages of their own (``ElementCounter.count()``) map once per element, which
         costs more than a vectorised echo itself (``benchmarks/echo_throughput.py``).
 
@@ -169,13 +171,15 @@ def _echo(dataset, factor, seed: int | None, name: str | None, implementation: s
     )
     if per_batch:
         vectorized = None
+    # Meters count examples: a batch's rows when the elements come out of batch() (batch echoing).
+    rows = meters is not None and dataset_graph.comes_out_of_batch(dataset) is True
     if not live and float(factor).is_integer():
         if vectorized is not None:
-            echoed = _repeat_vectorized(dataset, None, int(factor), vectorized, name, meters)
+            echoed = _repeat_vectorized(dataset, None, int(factor), vectorized, name, meters, rows)
         else:
             echoed = dataset.flat_map(
                 lambda *x: tf.data.Dataset.from_tensors(
-                    _counted(as_element(x, dataset.element_spec), meters, int(factor))
+                    _counted(as_element(x, dataset.element_spec), meters, int(factor), rows)
                 ).repeat(int(factor)),
                 name=_child(name, "flat_map"),
             )
@@ -190,7 +194,7 @@ def _echo(dataset, factor, seed: int | None, name: str | None, implementation: s
         seed=seed, rerandomize_each_iteration=True, name=_child(name, "random")
     )
     if vectorized is not None:
-        echoed = _repeat_vectorized(dataset, draws, factor, vectorized, name, meters)
+        echoed = _repeat_vectorized(dataset, draws, factor, vectorized, name, meters, rows)
     else:
         if per_batch:
             # One read per batch: a few scalar ops next to a batch's worth of upstream work. The
@@ -203,7 +207,9 @@ def _echo(dataset, factor, seed: int | None, name: str | None, implementation: s
                 name=_child(name, "counts_unbatch")
             )
         echoed = tf.data.Dataset.zip((dataset, counts), name=_child(name, "zip")).flat_map(
-            lambda x, count: tf.data.Dataset.from_tensors(_counted(x, meters, count)).repeat(count),
+            lambda x, count: tf.data.Dataset.from_tensors(_counted(x, meters, count, rows)).repeat(
+                count
+            ),
             name=_child(name, "flat_map"),
         )
         if per_batch:

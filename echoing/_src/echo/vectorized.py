@@ -31,8 +31,9 @@ _VECTORIZED_GROUP_BYTES = 256 * 1024
 _VECTORIZED_GROUP_MIN, _VECTORIZED_GROUP_MAX = 8, 256
 
 
-def _repeat_vectorized(dataset, draws, factor, element_bytes, name, meters=None):
-    """batch(k) -> tf.repeat along the batch axis -> unbatch, with k sized to the element."""
+def _repeat_vectorized(dataset, draws, factor, element_bytes, name, meters=None, rows=False):
+    """batch(k) -> tf.repeat along the batch axis -> unbatch, with k sized to the element;
+    ``rows``: the meters count each element's rows (its elements are batches)."""
     group = int(
         np.clip(
             _VECTORIZED_GROUP_BYTES // max(element_bytes, 1),
@@ -54,7 +55,7 @@ def _repeat_vectorized(dataset, draws, factor, element_bytes, name, meters=None)
         def repeat(*x):
             x = as_element(x, batched.element_spec)
             repeated = tf.nest.map_structure(lambda t: tf.repeat(t, factor, axis=0), x)
-            return _counted_group(repeated, x, meters, factor)
+            return _counted_group(repeated, x, meters, factor, rows)
 
         return batched.map(repeat, name=_child(name, "repeat"), **parallel).unbatch(
             name=_child(name, "unbatch")
@@ -76,7 +77,7 @@ def _repeat_vectorized(dataset, draws, factor, element_bytes, name, meters=None)
         # The last batch may be short; take as many counts as it has elements.
         counts = counts[: tf.shape(tf.nest.flatten(x)[0], out_type=tf.int64)[0]]
         repeated = tf.nest.map_structure(lambda t: tf.repeat(t, counts, axis=0), x)
-        return _counted_group(repeated, x, meters, counts)
+        return _counted_group(repeated, x, meters, counts, rows)
 
     repeated = zipped.map(repeat_counted, name=_child(name, "repeat"), **parallel)
     return repeated.unbatch(name=_child(name, "unbatch"))
