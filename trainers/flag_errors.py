@@ -170,6 +170,28 @@ def as_data_flags(message: str, keys: Sequence[str]) -> str:
     return re.sub(rf"(?<![.\w-])({names})(?==)", r"--config.data.\1", message)
 
 
+def echo_insert_without_echo(config, argv: Sequence[str], overrides: dict) -> str | None:
+    """The one line for an echo insertion point given while echo is off, which places no stage
+    (the run would train without echo): ``--config.echo_insert`` (in ``overrides``, the
+    command line's ``--config.*`` values) or the config argument ``insert=`` (in ``argv``'s
+    ``--config=FILE:ARGS``). Checked once both are applied: ``:insert=after_batch
+    --config.echo=2`` is echo. None otherwise (a config's own default point is no mistake)."""
+    if config.echo != 1 or config.auto_echo_max_factor:
+        return None
+    if "echo_insert" in overrides:
+        given = f"--config.echo_insert={overrides['echo_insert']}"
+    else:
+        argument = re.search(r"[:,]insert=([^,]*)", _config_flag_value(argv) or "")
+        if argument is None:
+            return None
+        given = f"--config=...:insert={argument.group(1)}"
+    return (
+        f"{given} places the echo stage, and echo is off (echo=1); set a factor, e.g. "
+        "--config=configs/mnist1d.py:echo=2,insert=... or --config.echo=2 (or echo=auto for "
+        "AutoEcho), or drop the insertion point."
+    )
+
+
 def not_for_passm(*, diagnose: bool, eval_only: bool) -> str | None:
     """Why ``--diagnose`` or ``--eval_only`` cannot go with a PASSM config (trainer='passm'),
     and what to do instead; None when neither is given."""

@@ -202,6 +202,9 @@ def _main(argv: list[str]) -> None:
     else:
         _move_echo_flags(config)
         _rename_priority_flags(config)
+        unused = flag_errors.echo_insert_without_echo(config, sys.argv, _overrides())
+        if unused:
+            raise app.UsageError(unused)
         _scale_default_warmup(config, quiet=_EVAL_ONLY.value)
         with _one_line_errors():
             if _DIAGNOSE.value:

@@ -210,3 +210,52 @@ def test_a_tfrecord_label_out_of_range_names_the_flag_without_escaped_quotes(
     assert shown.startswith(f"error: TFRecord files '{tmp_path}/train*' / '{tmp_path}/eval*' hold ")
     assert "set --config.data.num_classes to the largest label + 1" in shown, shown
     assert "\\" not in shown, shown
+
+
+@pytest.mark.parametrize(
+    ("argument", "overrides", "given"),
+    [
+        ("smoke,insert=after_batch", {}, "--config=...:insert=after_batch"),
+        ("smoke", {"echo_insert": "after_batch"}, "--config.echo_insert=after_batch"),
+        ("smoke,insert=after_batch", {"echo": 1.0}, "--config=...:insert=after_batch"),
+    ],
+)
+def test_an_echo_insertion_point_with_echo_off_is_refused(
+    argument, overrides, given, load_config, mnist1d_config_path
+):
+    # It trained the baseline without a word (issue 33); buffer= alone was already refused.
+    config = load_config("mnist1d", argument)
+    argv = ["train", f"--config={mnist1d_config_path}:{argument}"]
+    assert flag_errors.echo_insert_without_echo(config, argv, overrides) == (
+        f"{given} places the echo stage, and echo is off (echo=1); set a factor, e.g. "
+        "--config=configs/mnist1d.py:echo=2,insert=... or --config.echo=2 (or echo=auto for "
+        "AutoEcho), or drop the insertion point."
+    )
+
+
+@pytest.mark.parametrize(
+    ("argument", "echo"),
+    [("smoke,echo=2,insert=after_batch", None), ("smoke,insert=after_batch", 2.0), ("smoke", 1.0)],
+)
+def test_an_echo_insertion_point_with_echo_on_or_the_configs_own_is_no_mistake(
+    argument, echo, load_config
+):
+    config = load_config("mnist1d", argument)
+    if echo is not None:
+        config.echo = echo  # --config.echo=2 after :insert=after_batch
+    argv = ["train", f"--config=configs/mnist1d.py:{argument}"]
+    assert flag_errors.echo_insert_without_echo(config, argv, {}) is None
+
+
+def test_the_binary_refuses_an_echo_insertion_point_with_echo_off_in_one_line(
+    tmp_path, capsys, mnist1d_config_path, parse_binary_flags
+):
+    argv = ["train", f"--config={mnist1d_config_path}:smoke", f"--workdir={tmp_path}"]
+    argv.append("--config.echo_insert=after_batch")
+    parse_binary_flags(argv)
+    with pytest.raises(SystemExit) as raised:
+        train.main(["train"])
+    assert raised.value.code == 2
+    shown = capsys.readouterr().err.strip()
+    assert shown.startswith("error: --config.echo_insert=after_batch places the echo stage"), shown
+    assert not os.path.exists(tmp_path / "checkpoints")
