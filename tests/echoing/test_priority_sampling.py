@@ -280,3 +280,34 @@ def test_a_table_nothing_measures_is_said_once_at_its_check_step(measured, capfd
         pass
     said = capfd.readouterr().err.count("has measured no priority, so sampling uses none")
     assert said == (0 if measured else 1)
+
+
+@pytest.mark.parametrize(
+    ("top_ratio", "renew_ratio", "named"),
+    [(0.01, 0.9, "top_ratio=0.01"), (0.9, 0.01, "renew_ratio=0.01")],
+)
+def test_a_ratio_that_rounds_to_no_id_is_refused(top_ratio, renew_ratio, named):
+    # top_ratio=0.01 of 32 picked no id by priority, with no word (issue 33).
+    with pytest.raises(ValueError) as raised:
+        PrioritySampler(
+            PriorityTable(100), batch_size=32, top_ratio=top_ratio, renew_ratio=renew_ratio
+        )
+    assert str(raised.value) == (
+        f"{named} of batch_size=32 rounds to 0 ids per batch, so the batch would take none by "
+        f"this rule; use {named.split('=')[0]} >= 0.0312 (one id of 32), or 0 to turn it off."
+    )
+
+
+def test_a_ratio_of_zero_turns_its_rule_off_and_one_id_is_enough():
+    off = PrioritySampler(PriorityTable(100), batch_size=32, top_ratio=0.0, renew_ratio=0.5)
+    assert (off.num_top, off.num_renew, off.num_uniform) == (0, 16, 16)
+    one = PrioritySampler(PriorityTable(100), batch_size=32, top_ratio=1 / 32, renew_ratio=0.5)
+    assert one.num_top == 1
+
+
+def test_the_binary_config_names_its_fields(load_config):
+    from trainers import run_config
+
+    config = load_config("mnist1d", "smoke,priority=1,top_ratio=0.01")
+    with pytest.raises(ValueError, match=r"^priority_top_ratio=0\.01 of data\.batch_size=32 "):
+        run_config.resolve_config(config)

@@ -78,6 +78,24 @@ def _check_ratio(name: str, value: float) -> float:
     return float(value)
 
 
+def ids_per_batch(ratio: float, batch_size: int, *, names: tuple[str, str]) -> int:
+    """``round(ratio * batch_size)``, the ids a batch takes by one rule (priority or renewal);
+    ``names`` are the ratio's and the batch size's as the caller's user wrote them.
+
+    Raises:
+      ValueError: a positive ``ratio`` that rounds to no id: the rule would be silently off.
+    """
+    count = round(ratio * batch_size)
+    if ratio > 0 and count == 0:
+        ratio_name, batch_name = names
+        raise ValueError(
+            f"{ratio_name}={ratio:g} of {batch_name}={batch_size} rounds to 0 ids per batch, so "
+            f"the batch would take none by this rule; use {ratio_name} >= {1 / batch_size:.3g} "
+            f"(one id of {batch_size}), or 0 to turn it off."
+        )
+    return count
+
+
 class PrioritySampler(tf.Module):
     """Selects the ids (and importance weights) of each step's batch from a ``PriorityTable``.
 
@@ -158,8 +176,9 @@ class PrioritySampler(tf.Module):
 
         self.table = table
         self.batch_size = int(batch_size)
-        self.num_top = round(top_ratio * batch_size)
-        self.num_renew = min(round(renew_ratio * batch_size), self.batch_size - self.num_top)
+        self.num_top = ids_per_batch(top_ratio, batch_size, names=("top_ratio", "batch_size"))
+        renew = ids_per_batch(renew_ratio, batch_size, names=("renew_ratio", "batch_size"))
+        self.num_renew = min(renew, self.batch_size - self.num_top)
         self.num_uniform = self.batch_size - self.num_top - self.num_renew
         self.seed = int(seed)
         self.mode = mode

@@ -35,7 +35,7 @@ from ml_collections import config_dict
 from echoing._src.core import config_checks
 from echoing._src.core.technique import Context, ExamplesById, Feedback, Technique
 from echoing._src.priority.meter import PriorityMeter
-from echoing._src.priority.sampling import priority_sample
+from echoing._src.priority.sampling import ids_per_batch, priority_sample
 from echoing._src.priority.shards import ShardedPriorityTable
 from echoing._src.priority.table import PriorityTable
 
@@ -200,6 +200,8 @@ def check_config(config) -> None:
             "Use strategy='default', 'mirrored' or 'multi_worker' for priority sampling."
         )
     config_checks.refuse_fresh_evaluation(config, "priority sampling selects batches")
+    for key in ("priority_top_ratio", "priority_renew_ratio"):
+        ids_per_batch(config[key], config.data.batch_size, names=(key, "data.batch_size"))
 
 
 def from_config(context: Context) -> PriorityTechnique | None:
