@@ -1,5 +1,7 @@
 """Loss-table pruning: the keep rule, weights, epochs and annealing, checkpoints, bad input."""
 
+import warnings
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -349,6 +351,21 @@ def test_an_epoch_longer_than_the_input_is_refused_and_an_unknown_size_warned():
         echoing.LossTable(N), num_epochs=2, examples_per_epoch=N // 2, seed=0
     )
     assert len(list(_ids(N // 2).repeat(2).apply(explicit))) <= N  # no warning, no error
+
+
+@pytest.mark.parametrize("repeat", [4, None], ids=["repeat(4)", "repeat()"])
+def test_a_repeated_input_is_checked_by_the_size_of_one_pass(repeat):
+    # repeat(4) of N/2 examples has cardinality 2N >= N: it passed, and each pruning epoch took
+    # two passes, the anneal never came (issue 33). repeat() could only be warned about.
+    stage = echoing.loss_prune(echoing.LossTable(N), num_epochs=2, seed=0)
+    short = _ids(N // 2).shuffle(N // 2, seed=0).repeat(repeat)
+    with pytest.raises(
+        ValueError, match=rf"each pass of the input \(before its repeat\) holds {N // 2} "
+    ):
+        short.apply(stage)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a pass of the table's size is no longer warned about
+        _ids(N).shuffle(N, seed=0).repeat(repeat).apply(stage)
 
 
 @pytest.mark.parametrize("ids", [[1.7], np.array([0.0, 1.0], np.float32)])

@@ -131,6 +131,28 @@ def echo_upstream(dataset: tf.data.Dataset) -> bool:
         return False
 
 
+def pass_size(dataset: tf.data.Dataset) -> int | None:
+    """The elements of one pass when ``dataset`` repeats its input: the known cardinality of the
+    input of a ``repeat`` reached through stages that keep each pass whole (``map``,
+    ``shuffle``, ``prefetch``, options); None when there is no such ``repeat`` or its input's
+    size is unknown. ``ds.repeat(4)`` of 500 elements has cardinality 2000 and passes of 500.
+    """
+    try:
+        kinds = _kinds()
+        node = dataset
+        for _ in range(_MAX_STAGES):
+            upstream = node._inputs()
+            if type(node) in kinds.repeat and len(upstream) == 1:
+                size = tf.get_static_value(upstream[0].cardinality())
+                return int(size) if size is not None and size >= 0 else None
+            if type(node) not in kinds.keeps_passes or len(upstream) != 1:
+                return None
+            node = upstream[0]
+        return None
+    except Exception:
+        return None
+
+
 def warn_if_echo_feeds_batch(dataset: tf.data.Dataset, *, fix: str, stacklevel: int = 2) -> None:
     """One ``UserWarning`` when ``echo_feeds_batch(dataset)``, naming ``fix`` as the remedy."""
     if echo_feeds_batch(dataset):
@@ -162,6 +184,15 @@ class _Kinds:
         unbatch = batch.unbatch()
         self.unbatch = {type(unbatch)}
         self.shuffle = {type(ds.shuffle(1))}
+        self.repeat = {type(ds.repeat())}
+        # Stages between a repeat and what reads it that leave each pass's elements as they are.
+        self.keeps_passes = {
+            type(ds.map(_identity)),
+            type(ds.map(_identity, num_parallel_calls=2)),
+            type(ds.prefetch(1)),
+            type(ds.with_options(tf.data.Options())),
+            *self.shuffle,
+        }
         # Stages that keep an element's copies where they are (in order, or only dropping some).
         self.transparent = (
             {

@@ -54,7 +54,7 @@ class StreamPruning:
                 "echo: ds.apply(loss_prune(...)).apply(echo(e)) (echo then repeats the kept "
                 "examples), or give examples_per_epoch = e × the examples per pass."
             )
-        self._check_epoch_size(int(dataset.cardinality()))
+        self._check_epoch_size(int(dataset.cardinality()), dataset_graph.pass_size(dataset))
         kept = (
             dataset.batch(grouping.group_size(spec, self.group_size))
             # Sequential: each group's epoch and threshold follow from the groups before it.
@@ -64,18 +64,26 @@ class StreamPruning:
         # The stage's variables hold its state: the iterator checkpoint may ignore them.
         return meters.checkpointable(kept)
 
-    def _check_epoch_size(self, size: int) -> None:
-        """An epoch longer than the input stretches pruning's epochs (threshold, anneal)."""
+    def _check_epoch_size(self, size: int, pass_size: int | None) -> None:
+        """An epoch longer than the input stretches pruning's epochs (threshold, anneal).
+        ``size`` is the input's cardinality; ``pass_size`` one pass's, when it repeats."""
         fix = (
             "build the table with LossTable(number of examples), or pass examples_per_epoch ="
             " the inputs per epoch"
         )
+        held = None
         if 0 <= size < self.examples_per_epoch:
+            held = f"the input holds {size} examples"
+        elif pass_size is not None and pass_size < self.examples_per_epoch:
+            held = f"each pass of the input (before its repeat) holds {pass_size} examples"
+        if held:
             raise ValueError(
-                f"loss_prune: the input holds {size} examples, but an epoch counts "
-                f"examples_per_epoch={self.examples_per_epoch} inputs (the loss table's size by "
-                f"default), so thresholds would refresh late and the anneal start late; {fix}."
+                f"loss_prune: {held}, but an epoch counts examples_per_epoch="
+                f"{self.examples_per_epoch} inputs (the loss table's size by default), so "
+                f"thresholds would refresh late and the anneal start late; {fix}."
             )
+        if pass_size is not None:
+            return  # each pass is at least an epoch long
         if size < 0 and not self.epoch_size_given:  # unknown, or repeated: cannot tell
             warnings.warn(
                 f"loss_prune counts an epoch as the loss table's {self.examples_per_epoch} "
