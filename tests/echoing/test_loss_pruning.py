@@ -510,3 +510,38 @@ def test_a_table_nothing_feeds_is_said_once_when_epoch_2_opens(fed, capfd):
     err = capfd.readouterr().err
     warned = "echoing.loss_prune: epoch 2 opened and the LossTable has recorded no loss"
     assert err.count(warned) == (0 if fed else 1)
+
+
+@pytest.mark.parametrize("path", ["by id", "stream"])
+def test_an_epoch_past_num_epochs_is_said_once(path, capfd):
+    # Past num_epochs every example is kept: fit(epochs=8) over loss_prune(num_epochs=3) pruned
+    # only 3 of its epochs without a word (issue 33).
+    table = _table(np.linspace(0.0, 1.0, 16))
+    prune = echoing.loss_prune(table, num_epochs=3, prune_ratio=0.5, seed=0)
+    if path == "by id":
+        train = prune.read({"x": np.arange(16, dtype=np.float32)}, batch_size=8)
+        sizes = [sum(len(batch["id"]) for batch in train) for _ in range(5)]
+        assert sizes[0] < 16 and sizes[-2:] == [16, 16]
+    else:
+        assert len(list(_ids(16).repeat(5).apply(prune))) < 5 * 16
+    said = "echoing.loss_prune: epoch 4 opened, past num_epochs=3: pruning keeps every example"
+    assert capfd.readouterr().err.count(said) == 1
+
+
+def test_the_trainer_whose_run_ends_at_num_epochs_is_not_told(capfd):
+    from echoing.techniques import PruningTechnique
+
+    technique = PruningTechnique(num_examples=16, num_epochs=2, seed=0)
+    ids = tf.data.Dataset.range(16).map(lambda i: {"id": i}).repeat(4)
+    assert len(list(ids.apply(technique.stage))) <= 64
+    assert "past num_epochs" not in capfd.readouterr().err
+
+
+def test_a_stream_shorter_than_a_group_is_decided_epoch_by_epoch():
+    # A group (128 elements) spanning several epochs of 16 was decided in two parts: every epoch
+    # after the first as the second, so the annealing epoch was pruned too (issue 33).
+    table = _table(np.linspace(0.0, 1.0, 16))
+    prune = echoing.loss_prune(table, num_epochs=4, prune_ratio=0.5, anneal_fraction=0.25, seed=0)
+    kept = [int(element["id"]) for element in _ids(16).repeat(4).apply(prune)]
+    assert sorted(kept[-16:]) == list(range(16))  # epoch 3, the annealing one, keeps all
+    assert len(kept) < 4 * 16 and prune.stats()["prune_epoch"] == 4

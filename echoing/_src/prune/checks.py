@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import tensorflow as tf
 
 from echoing._src.core.checks import in_interval, is_positive_int, is_real, require
@@ -28,6 +29,30 @@ def check_read_source(num_examples: int, table_size: int) -> None:
             f"{table_size}; build the table with LossTable({num_examples}) so that id i is "
             "example i."
         )
+
+
+def check_epoch_ids(ids, table_size: int) -> np.ndarray:
+    """``LossPruning.epoch_ids``'s ``ids`` as an array: distinct int ids of the table."""
+    values = np.asarray(ids)
+    if values.ndim != 1 or not values.size or not np.issubdtype(values.dtype, np.integer):
+        raise ValueError(
+            f"LossPruning.epoch_ids(ids=...): expected a non-empty 1-D array of int ids, got "
+            f"dtype {values.dtype} shape {values.shape}."
+        )
+    if values.min() < 0 or values.max() >= table_size:
+        raise ValueError(
+            f"LossPruning.epoch_ids(ids=...): ids must be in [0, {table_size}) "
+            f"(the loss table's size), got ids in [{values.min()}, {values.max()}]."
+        )
+    unique, counts = np.unique(values, return_counts=True)
+    if unique.size < values.size:
+        raise ValueError(
+            f"LossPruning.epoch_ids(ids=...): each id may appear once, got "
+            f"{values.size - unique.size} repeats (e.g. id {unique[counts > 1][0]} "
+            f"{counts.max()} times), which would read those examples more than once an "
+            "epoch; pass the distinct ids (np.unique(ids))."
+        )
+    return values
 
 
 def check_batch_fits(method: str, batch_size: int, drop_remainder: bool, size: int) -> None:
@@ -72,3 +97,23 @@ def warn_if_unfed(table, epoch: tf.Tensor, warned: tf.Variable) -> tf.Tensor:
 
     unfed = (epoch >= UNFED_EPOCH) & ~warned & ~tf.reduce_any(table.seen)
     return tf.cond(unfed, warn, lambda: tf.identity(warned))
+
+
+_PAST_END = (
+    "echoing.loss_prune: epoch {} opened, past num_epochs={}: pruning keeps every example from "
+    "here on, as in its annealing epochs. If training runs more epochs than that (model.fit's "
+    "epochs), build the stage with num_epochs set to them: its threshold refreshes and the "
+    "anneal are placed by num_epochs."
+)
+
+
+def say_past_end(epoch: tf.Tensor, num_epochs: int) -> tf.Tensor:
+    """Prints ``_PAST_END`` on stderr when ``epoch`` (0-based) is the first past the run's
+    ``num_epochs``, which opens once; in graph, per epoch."""
+
+    def say():
+        return tf.print(
+            tf.strings.format(_PAST_END, (epoch + 1, num_epochs)), output_stream=sys.stderr
+        )
+
+    return tf.cond(tf.equal(epoch, num_epochs), say, tf.no_op)

@@ -58,8 +58,10 @@ from echoing._src.core.sources import random_access_source
 from echoing._src.prune.checks import (
     check_batch_fits,
     check_batch_size,
+    check_epoch_ids,
     check_number,
     check_read_source,
+    say_past_end,
     warn_if_unfed,
 )
 from echoing._src.prune.stream import StreamPruning
@@ -109,6 +111,7 @@ class LossPruning(StreamPruning, tf.Module):
         self.threshold = _host_variable(tf.constant(0.0), "threshold")
         self.threshold_epoch = _host_variable(tf.constant(-1, tf.int64), "threshold_epoch")
         self.warned_unfed = _host_variable(tf.constant(False), "warned_unfed")  # warn_if_unfed
+        self.says_past_end = True  # say_past_end, set when the stage's datasets are built
         # The epoch's keep draws, one per id: by id and on a stream decide alike.
         self.draws = _host_variable(tf.zeros([table.num_examples], tf.float32), "draws")
         # By id: the epochs started, and how many of the current epoch's kept ids go out.
@@ -282,25 +285,7 @@ class LossPruning(StreamPruning, tf.Module):
     def _universe(self, ids) -> tf.Tensor:
         if ids is None:
             return tf.range(self.table.num_examples, dtype=tf.int64)
-        values = np.asarray(ids)
-        if values.ndim != 1 or not values.size or not np.issubdtype(values.dtype, np.integer):
-            raise ValueError(
-                f"LossPruning.epoch_ids(ids=...): expected a non-empty 1-D array of int ids, got "
-                f"dtype {values.dtype} shape {values.shape}."
-            )
-        if values.min() < 0 or values.max() >= self.table.num_examples:
-            raise ValueError(
-                f"LossPruning.epoch_ids(ids=...): ids must be in [0, {self.table.num_examples}) "
-                f"(the loss table's size), got ids in [{values.min()}, {values.max()}]."
-            )
-        unique, counts = np.unique(values, return_counts=True)
-        if unique.size < values.size:
-            raise ValueError(
-                f"LossPruning.epoch_ids(ids=...): each id may appear once, got "
-                f"{values.size - unique.size} repeats (e.g. id {unique[counts > 1][0]} "
-                f"{counts.max()} times), which would read those examples more than once an "
-                "epoch; pass the distinct ids (np.unique(ids))."
-            )
+        values = check_epoch_ids(ids, self.table.num_examples)
         return tf.constant(values, tf.int64)
 
     def _decide(self, epoch, ids, threshold) -> tuple[tf.Tensor, tf.Tensor]:
@@ -314,13 +299,13 @@ class LossPruning(StreamPruning, tf.Module):
 
     def _start_epoch(self, epoch: tf.Tensor) -> tf.Tensor:
         """Takes the epoch's threshold (the table's mean) and draws; returns the threshold."""
-        draws = tf.random.stateless_uniform(
-            [self.table.num_examples], seed=self._seed(epoch, stream=0)
-        )
-        unfed = warn_if_unfed(self.table, epoch, self.warned_unfed)
-        with tf.control_dependencies(
-            [self.threshold_epoch.assign(epoch), self.draws.assign(draws), unfed]
-        ):
+        seed = self._seed(epoch, stream=0)
+        draws = tf.random.stateless_uniform([self.table.num_examples], seed=seed)
+        updates = [self.threshold_epoch.assign(epoch), self.draws.assign(draws)]
+        updates.append(warn_if_unfed(self.table, epoch, self.warned_unfed))
+        if self.says_past_end:  # not where the run ends at num_epochs (the trainer's)
+            updates.append(say_past_end(epoch, self.num_epochs))
+        with tf.control_dependencies(updates):
             return tf.identity(self.threshold.assign(self.table.mean()))
 
     def _seed(self, epoch: tf.Tensor, *, stream: int) -> tf.Tensor:

@@ -55,8 +55,10 @@ class StreamPruning:
                 "examples), or give examples_per_epoch = e × the examples per pass."
             )
         self._check_epoch_size(int(dataset.cardinality()), dataset_graph.pass_size(dataset))
+        # A group straddles at most one epoch's end (it is decided in two parts at most).
+        group = min(self.group_size, self.examples_per_epoch)
         kept = (
-            dataset.batch(grouping.group_size(spec, self.group_size))
+            dataset.batch(grouping.group_size(spec, group))
             # Sequential: each group's epoch and threshold follow from the groups before it.
             .map(self._keep_group, name=f"{self.name}_keep")
             .unbatch(name=f"{self.name}_unbatch")

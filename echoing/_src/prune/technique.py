@@ -85,6 +85,8 @@ class PruningTechnique(Technique):
         # The trainer feeds this table itself, once per loop, behind a read-ahead that can open
         # several epochs of a small data set first: loss_prune's unfed-table warning is not for it.
         self.stage.warned_unfed.assign(True)
+        # Its run ends when num_epochs are trained, however far the pipeline has read past them.
+        self.stage.says_past_end = False
 
     def stages(self) -> list[Insertion]:
         # The earliest point: on ids before reading where the source reads by id, else on the
