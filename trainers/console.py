@@ -23,6 +23,7 @@ import importlib
 import logging
 import os
 import sys
+import warnings
 
 # TF_CPP_MIN_LOG_LEVEL=3 hides C++ INFO, WARNING and ERROR lines; fatal ones still print.
 _NATIVE_LEVEL = "3"
@@ -53,6 +54,13 @@ def import_tensorflow_quietly() -> None:
         os.close(devnull)
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """``Warning: MESSAGE``: the library's warnings say what happened and the fix; the file,
+    line and source that Python adds point into the library, not at the user's command."""
+    kind = "" if category is UserWarning else f" ({category.__name__})"
+    return f"Warning{kind}: {message}\n"
+
+
 class _DropLibraryChatter(logging.Filter):
     """Drops records below ERROR that TFDS logs (configuration and file notices), and gcsfs's
     records of requests it retries or gives up on (with a traceback each): the error that ends
@@ -66,7 +74,9 @@ class _DropLibraryChatter(logging.Filter):
 
 
 def quiet_python_logs() -> None:
-    """absl at WARNING, TFDS's warnings and progress bars off (idempotent)."""
+    """absl at WARNING, TFDS's warnings and progress bars off, and Python warnings as one line
+    each (idempotent)."""
+    warnings.formatwarning = _one_line_warning
     from absl import logging as absl_logging
 
     absl_logging.set_verbosity(absl_logging.WARNING)

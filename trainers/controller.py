@@ -277,7 +277,20 @@ class Controller:
                     interrupts.raise_if_requested()
         if self._finished and step < self.schedule.num_steps:
             print(self._why_it_ended(step), file=sys.stderr)
+        elif step >= self.schedule.num_steps:
+            for line in self._cut_short():
+                print(line, file=sys.stderr)
         return step, evaluation
+
+    def _cut_short(self) -> list[str]:
+        """For each technique whose progress had not reached 1 when the run reached
+        ``num_steps``: how far it got and what that cost."""
+        return [
+            f"The run reached num_steps={self.schedule.num_steps} with {t.name}'s progress at "
+            f"{float(t.progress()):.2f} of 1: {t.run_cut_reason}."
+            for t in self.techniques
+            if t.run_cut_reason and t.progress() is not None and float(t.progress()) < 0.999
+        ]
 
     def _why_it_ended(self, step: int) -> str:
         """Why a technique's progress ended the run before ``num_steps``, and what the input

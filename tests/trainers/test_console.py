@@ -60,3 +60,19 @@ def test_gcsfs_retry_records_are_dropped_and_errors_of_others_kept():
     assert not chatter.filter(record(tfds, logging.WARNING))
     assert chatter.filter(record(tfds, logging.ERROR))
     assert chatter.filter(record(os.path.join("trainers", "loop.py"), logging.WARNING))
+
+
+def test_a_library_warning_is_one_line_without_the_librarys_file_and_source():
+    import warnings
+
+    from trainers import console
+
+    before = warnings.formatwarning
+    try:
+        console.quiet_python_logs()
+        shown = warnings.formatwarning("num_steps ends the run first", UserWarning, "/x.py", 7)
+        moved = warnings.formatwarning("the keys moved", FutureWarning, "/x.py", 7, "code")
+    finally:
+        warnings.formatwarning = before
+    assert shown == "Warning: num_steps ends the run first\n"
+    assert moved == "Warning (FutureWarning): the keys moved\n"

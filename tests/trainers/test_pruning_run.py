@@ -211,3 +211,36 @@ def test_a_finished_pruned_run_resumed_with_more_epochs_trains_them(
     assert longer["step"] > summary["step"] + 40
     last = metrics_writer.read_metrics(copy)[-1]
     assert last["prune_epochs_trained"] == pytest.approx(10.0, abs=0.1)
+
+
+def test_prune_epochs_that_num_steps_cannot_reach_are_warned_about_at_the_start(
+    prune_config, tmp_path
+):
+    # 20 epochs of 1,000 examples keep at least 11,000 (18 pruned at 0.5, 2 annealing): 344
+    # batches of 32. The run ended at step 160 part-way, its schedule undecayed, with no word
+    # (issue 33). Warned, not refused: a run may stop early on purpose and resume for more.
+    prune_config.prune_epochs, prune_config.num_steps = 20, 10
+    with pytest.warns(UserWarning) as warned:
+        experiment.run(prune_config, str(tmp_path))
+    said = [str(warning.message) for warning in warned if "prune_epochs=20" in str(warning.message)]
+    assert said == [
+        "config prune_epochs=20 needs at least 344 steps of data.batch_size=32 over the 1000 "
+        "examples (each pruned epoch keeps at least 1 - prune_ratio of them), and num_steps=10 "
+        "ends the run first, with its learning rate undecayed and the anneal not reached. Raise "
+        "num_steps to 344 or more (a pruned run ends when its epochs are trained), or lower "
+        "prune_epochs (0: the epochs num_steps covers)."
+    ]
+
+
+def test_a_run_that_reaches_num_steps_before_its_epochs_says_what_it_missed(
+    prune_config, tmp_path, capsys
+):
+    prune_config.prune_epochs, prune_config.num_steps = 5, 100  # reachable, not reached
+    prune_config.eval_every_steps = prune_config.checkpoint_every_steps = 100
+    assert experiment.run(prune_config, str(tmp_path))["step"] == 100
+    err = capsys.readouterr().err
+    assert re.search(
+        r"The run reached num_steps=100 with prune's progress at 0\.\d\d of 1: pruning measures "
+        r"the run in epochs \(prune_epochs\) and the learning rate follows them",
+        err,
+    ), err

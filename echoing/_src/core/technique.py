@@ -144,8 +144,10 @@ class Technique(ClosesOnExit):
     selects_rows: bool = False
     # True: ``gradients`` replaces the step's backward pass (at most one technique per run).
     replaces_gradients: bool = False
-    # With ``progress``: why a run it ends before ``num_steps`` ended there, for the user.
+    # With ``progress``: why a run it ends before ``num_steps`` ended there, for the user; and
+    # what a run that reached ``num_steps`` before its progress reached 1 missed, with the fix.
     run_end_reason: str = ""
+    run_cut_reason: str = ""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

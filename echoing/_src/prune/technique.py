@@ -21,6 +21,9 @@ pruning does the full run's epochs in fewer steps).
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import tensorflow as tf
 
 from echoing._src.core import config_checks
@@ -44,6 +47,12 @@ class PruningTechnique(Technique):
         "pruning measures the run in epochs (prune_epochs; 0: the epochs num_steps full "
         "batches cover) and training has taken them all. The examples it prunes take no "
         "steps; set prune_epochs to train longer"
+    )
+    run_cut_reason = (
+        "pruning measures the run in epochs (prune_epochs) and the learning rate follows them, "
+        "so its decay was not finished, nor pruning's anneal; raise num_steps (a pruned run "
+        "ends when its epochs are trained) or lower prune_epochs (0: the epochs num_steps "
+        "covers)"
     )
     # Said when a pruned run resumes (trainers.checkpointing.run_manager). The stage decides an
     # epoch from the losses reported by the time the input pipeline reaches that epoch, which
@@ -169,6 +178,7 @@ def from_config(context: Context) -> PruningTechnique | None:
     # factor; AutoEcho's is not known ahead): what pruning then does in fewer steps.
     covered = int(config.num_steps * config.data.batch_size / max(1.0, config.echo)) // num_examples
     epochs = config.prune_epochs or max(1, covered)
+    _check_steps_cover(config, epochs, num_examples)
     return PruningTechnique(
         num_examples,
         num_epochs=epochs,
@@ -177,3 +187,24 @@ def from_config(context: Context) -> PruningTechnique | None:
         num_input_pipelines=context.num_input_pipelines,
         seed=config.seed,
     )
+
+
+def _check_steps_cover(config, epochs: int, num_examples: int) -> None:
+    """Warns when ``num_steps`` cannot reach ``prune_epochs`` even if pruning drops every
+    below-mean example it may: the run would end at ``num_steps`` part-way, with its learning
+    rate (indexed by the epochs trained) undecayed and the anneal not reached. A warning, not
+    an error: a run may stop early on purpose and resume with more ``num_steps``."""
+    pruned = math.ceil((1.0 - config.prune_anneal) * epochs - 1e-9)  # as loss_prune counts
+    fewest = (pruned * (1.0 - config.prune_ratio) + (epochs - pruned)) * num_examples
+    steps = math.ceil(fewest * max(1.0, config.echo) / config.data.batch_size)
+    if config.num_steps < steps:
+        warnings.warn(
+            f"config prune_epochs={epochs} needs at least {steps} steps of data.batch_size="
+            f"{config.data.batch_size} over the {num_examples} examples (each pruned epoch keeps "
+            f"at least 1 - prune_ratio of them), and num_steps={config.num_steps} ends the run "
+            "first, with its learning rate undecayed and the anneal not reached. Raise "
+            f"num_steps to {steps} or more (a pruned run ends when its epochs are trained), or "
+            "lower prune_epochs (0: the epochs num_steps covers).",
+            UserWarning,
+            stacklevel=2,
+        )
