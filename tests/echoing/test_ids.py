@@ -86,6 +86,13 @@ def test_a_dataset_batched_then_unbatched_is_accepted():
 _PAIRS = tf.data.Dataset.from_tensor_slices((X, Y))
 
 
+def _options(**fields) -> tf.data.Options:
+    options = tf.data.Options()
+    for name, value in fields.items():
+        setattr(options, name, value)
+    return options
+
+
 @pytest.mark.parametrize(
     ("dataset", "kwargs", "error", "match"),
     [
@@ -149,6 +156,27 @@ _PAIRS = tf.data.Dataset.from_tensor_slices((X, Y))
         ),
         (_PAIRS.repeat(2), {}, ValueError, r"dataset's repeat\(\) changes that order or count"),
         (_PAIRS.apply(echoing.echo(1.5, seed=0)), {}, ValueError, r"dataset's echo stage changes"),
+        # Elements put out as they finish: 348-399 of 400 ids pointed at another example over
+        # three epochs, with no word (issue 33).
+        (
+            _PAIRS.map(lambda x, y: (x, y), num_parallel_calls=2, deterministic=False),
+            {},
+            ValueError,
+            r"dataset's map\(\.\.\., deterministic=False\) changes that order .*keep the stages "
+            r"before it deterministic",
+        ),
+        (
+            _PAIRS.batch(2, num_parallel_calls=2, deterministic=False).unbatch(),
+            {},
+            ValueError,
+            r"dataset's batch\(\.\.\., deterministic=False\) changes",
+        ),
+        (
+            _PAIRS.with_options(_options(deterministic=False)).prefetch(1),
+            {},
+            ValueError,
+            r"dataset's tf\.data\.Options with deterministic=False changes",
+        ),
         (_PAIRS, {"start": -1}, ValueError, r"with_ids\(start=-1\).*>= 0"),
         (_PAIRS, {"start": 1.0}, TypeError, r"with_ids\(start=1.0\): expected a Python int"),
         (_PAIRS, {"start": True}, TypeError, r"with_ids\(start=True\)"),
@@ -165,6 +193,11 @@ _PAIRS = tf.data.Dataset.from_tensor_slices((X, Y))
 def test_what_cannot_be_given_ids_is_refused_with_the_fix(dataset, kwargs, error, match):
     with pytest.raises(error, match=match):
         echoing.with_ids(dataset, **kwargs)
+
+
+def test_a_parallel_map_in_order_is_accepted():
+    ordered = _PAIRS.map(lambda x, y: (x, y), num_parallel_calls=2)  # deterministic by default
+    assert [int(e["id"]) for e in echoing.with_ids(ordered)] == list(range(len(X)))
 
 
 def test_a_shuffle_in_the_same_order_every_epoch_keeps_ids_and_is_accepted():

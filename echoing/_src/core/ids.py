@@ -28,7 +28,10 @@ Example::
 Loss tables, pruning and priority sampling name each example by an int64 id, its row in a table
 of ``n`` rows. ``with_ids`` gives the elements of an unbatched dataset their position as that id
 (``Dataset.enumerate``, in the graph): apply it to the source, before ``shuffle``, ``repeat`` or
-any stage that drops or reorders elements, so that an example keeps its id in every epoch.
+any stage that drops or reorders elements, so that an example keeps its id in every epoch. The
+stages before it must put out elements in the same order every pass: no ``deterministic=False``
+there (refused where it can be seen), nor in ``tf.data.Options`` set later, which reach the
+whole pipeline.
 """
 
 from __future__ import annotations
@@ -189,7 +192,7 @@ def _check_elements(dataset, inputs_key, label_key, id_key):
             "changes that order or count from one epoch to the next, so an example would get "
             "another id each epoch (or copies their own ids) and its losses would be recorded "
             "as another example's; add ids to the source first: with_ids(dataset) before "
-            "shuffle(), repeat() or echo."
+            "shuffle(), repeat() or echo, and keep the stages before it deterministic."
         )
 
 
@@ -218,8 +221,11 @@ def _batched_by(dataset: tf.data.Dataset) -> str | None:
 
 def _reordered_by(dataset: tf.data.Dataset) -> str | None:
     """The stage before ``dataset`` that makes each pass differ (a shuffle that reshuffles, a
-    repeat, an echo stage), looking through every single-input stage (``map``, ``filter``, …);
-    None when none is in sight: best effort, not a proof."""
+    repeat, an echo stage, a parallel stage that may put out elements as they finish), looking
+    through every single-input stage (``map``, ``filter``, …); None when none is in sight: best
+    effort, not a proof (an ``interleave``'s ``deterministic`` cannot be read)."""
+    if dataset.options().deterministic is False:
+        return "tf.data.Options with deterministic=False"
     for _ in range(64):
         name = type(dataset).__name__.lstrip("_")
         if is_echo_output(dataset):
@@ -229,6 +235,9 @@ def _reordered_by(dataset: tf.data.Dataset) -> str | None:
             return "shuffle() (reshuffle_each_iteration=True)"
         if name == "RepeatDataset":
             return "repeat()"
+        if getattr(dataset, "_deterministic", None) == "false":  # parallel map() or batch()
+            method = {"ParallelMapDataset": "map", "ParallelBatchDataset": "batch"}.get(name, name)
+            return f"{method}(..., deterministic=False)"
         dataset = getattr(dataset, "_input_dataset", None)
         if not isinstance(dataset, tf.data.Dataset):
             return None
