@@ -93,6 +93,29 @@ def test_an_uncompiled_model_and_a_too_slow_pipeline_are_refused():
         echoing.diagnose(_slow_pipeline(), _sleep(DOWN), num_steps=10, max_seconds=0.05)
 
 
+def test_a_model_keras_cannot_copy_is_refused_naming_the_ways_on():
+    # Keras' own NotImplementedError asked the user to implement get_config (issue 33).
+    network = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    table = echoing.LossTable(8)
+    wrapped = echoing.keras.LossFeedback(
+        network,
+        per_example_loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=None
+        ),
+        observers=[table.update],
+    )
+    wrapped.compile("sgd")
+    with pytest.raises(ValueError) as raised:
+        echoing.diagnose(tf.data.Dataset.range(50), wrapped)
+    assert str(raised.value).startswith(
+        "diagnose times a Keras model on a copy (keras.models.clone_model, so that yours is left "
+        "unchanged), and Keras cannot copy this LossFeedback (NotImplementedError: a subclassed "
+        "model needs a get_config() to be copied). Pass a callable that runs one train step "
+        "instead, e.g. diagnose(dataset, lambda batch: model.train_on_batch(*batch))"
+    )
+    assert "compile model.model as you train it and pass that" in str(raised.value)
+
+
 @pytest.mark.parametrize(
     ("arguments", "error", "match"),
     [

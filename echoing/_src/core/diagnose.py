@@ -229,6 +229,23 @@ def _spec_kind(spec) -> str:
     return f"a {type(spec).__name__}"
 
 
+def _clone(model: keras.Model) -> keras.Model:
+    """``keras.models.clone_model(model)``; a model it cannot copy (a subclassed model without
+    ``get_config``, such as the ``echoing.keras`` wrappers) is a ValueError naming the ways on."""
+    try:
+        return keras.models.clone_model(model)
+    except (NotImplementedError, TypeError, ValueError) as error:
+        raise ValueError(
+            f"diagnose times a Keras model on a copy (keras.models.clone_model, so that yours "
+            f"is left unchanged), and Keras cannot copy this {type(model).__name__} "
+            f"({type(error).__name__}: a subclassed model needs a get_config() to be copied). "
+            "Pass a callable that runs one train step instead, e.g. diagnose(dataset, lambda "
+            "batch: model.train_on_batch(*batch)), which trains your model on the timed batches; "
+            "or, for an echoing.keras wrapper (LossFeedback, ...), time the network it wraps: "
+            "compile model.model as you train it and pass that."
+        ) from None
+
+
 def _step_function(model_or_step) -> Callable[[object], object]:
     if isinstance(model_or_step, keras.Model):
         if getattr(model_or_step, "optimizer", None) is None:
@@ -236,7 +253,7 @@ def _step_function(model_or_step) -> Callable[[object], object]:
                 "diagnose got a Keras model that is not compiled; compile it as you train it "
                 "(its optimizer and loss are what a train step runs)."
             )
-        copy = keras.models.clone_model(model_or_step)
+        copy = _clone(model_or_step)
         copy.set_weights(model_or_step.get_weights())
         optimizer = model_or_step.optimizer.__class__.from_config(
             model_or_step.optimizer.get_config()
