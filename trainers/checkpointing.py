@@ -56,7 +56,13 @@ def make_manager(directory: str, *, max_to_keep: int, **objects) -> tf.train.Che
 
 
 class CheckpointRestoreError(ValueError):
-    """The workdir's checkpoints do not fit this run's objects, or none of them can be read."""
+    """The workdir's checkpoints do not fit this run's objects, or none of them can be read.
+    ``summary``: what failed in one clause, without the causes and fixes the message guesses,
+    for a caller that knows the cause (``workdir_config.failed_resume``)."""
+
+    def __init__(self, message: str, summary: str | None = None):
+        super().__init__(message)
+        self.summary = summary or message
 
 
 class CheckpointSaveError(RuntimeError):
@@ -139,14 +145,22 @@ def restore_latest(
             return path
         _quiet_failed_restores()
         if isinstance(error, AssertionError | ValueError):
-            raise CheckpointRestoreError(_mismatch(path, error)) from None
+            message = _mismatch(path, error)
+            raise CheckpointRestoreError(message, message.split(". A checkpoint's")[0]) from None
         # Unreadable bytes (also a dtype clash with another config): try the next older.
         unreadable.setdefault(error_line(error), []).append(path)
     reasons = "; ".join(f"{', '.join(p)}: {message}" for message, p in unreadable.items())
+    first = _RESTORING_AT.sub("", next(iter(unreadable)))
     raise CheckpointRestoreError(
         f"no checkpoint in the workdir can be read ({reasons}). They are corrupt or truncated, "
-        "or were written by a different config: use a fresh --workdir."
+        "or were written by a different config: use a fresh --workdir.",
+        f"no checkpoint in the workdir can be restored ({', '.join(paths)}): "
+        + re.split(r"\. |: Iterator::", first)[0],
     )
+
+
+# TensorFlow's prefix of a restore error, which names the checkpoint the summary names already.
+_RESTORING_AT = re.compile(r"^Error when restoring from checkpoint or SavedModel at \S+: ")
 
 
 def _restore(

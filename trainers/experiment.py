@@ -158,7 +158,10 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
             config, workdir, trainer, techniques, counts, clock, train_read_in_python=read_in_python
         )
     except ValueError as error:  # the checkpoints do not fit: name the fields that changed
-        raise ValueError(workdir_config.failed_resume(str(error), changed)) from None
+        summary = getattr(error, "summary", None)
+        raise ValueError(
+            workdir_config.failed_resume(str(error), changed, summary=summary)
+        ) from None
     # Rows past the restored step (written before a kill) are dropped: no step is logged twice.
     start = int(trainer.step.numpy())
     with (

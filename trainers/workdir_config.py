@@ -156,15 +156,16 @@ def _causes(differences: list[str]) -> tuple[list[str], list[str]]:
     return data, causes
 
 
-def failed_resume(reason: str, differences: list[str]) -> str:
+def failed_resume(reason: str, differences: list[str], *, summary: str | None = None) -> str:
     """The message of a resume that failed with ``reason`` (TensorFlow's words, or the
     checkpoint's): led by the fields or data that changed when ``explain`` names some, since
     they are the cause and ``reason`` only its symptom (e.g. an input iterator that no longer
-    fits the pipeline, which TensorFlow calls unreadable)."""
+    fits the pipeline, which TensorFlow calls unreadable), which ``summary`` then states
+    without ``reason``'s guesses at other causes."""
     explanation = explain(differences)
     if not any(_causes(differences)):
         return f"{reason} {explanation}".strip()
-    return f"{explanation} What failed: {reason}"
+    return f"{explanation} What failed: {(summary or reason).rstrip('.')}."
 
 
 def resume_warning(differences: list[str]) -> str | None:

@@ -72,6 +72,24 @@ def test_a_resume_whose_input_no_longer_fits_fails_in_one_line_without_a_warning
     assert "Warning: this resume" not in capsys.readouterr().err  # it did not go on
 
 
+def test_a_resume_whose_iterator_no_longer_fits_says_what_failed_without_guessing(
+    load_config, tmp_path, capsys
+):
+    # The iterator's failure was followed by TensorFlow's iterator dump and "They are corrupt
+    # or truncated", which read like a damaged workdir (issue 33).
+    config = _ten_steps(load_config, tmp_path, "smoke,echo=2,buffer=100", capsys)
+    config.num_steps, config.echo_insert = 20, "after_batch"
+    with pytest.raises(ValueError) as raised:
+        experiment.run(config, str(tmp_path / "run"))
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert str(raised.value) == (
+        "This config differs from the one the workdir's run started with (config.json) in "
+        "echo_insert: 'before_augment' -> 'after_batch': resume with those values, or use a "
+        "fresh --workdir. What failed: no checkpoint in the workdir can be restored "
+        f"({checkpoints}/ckpt-10): Failed to restore dataset iterator from checkpoint."
+    )
+
+
 def _ten_steps(load_config, tmp_path, argument: str, capsys):
     """The config of a 10-step MNIST-1D run (``argument``) finished in ``tmp_path/run``, with
     its output read, to resume with changes."""

@@ -2,6 +2,7 @@
 
 import functools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -133,8 +134,15 @@ def test_resume_after_kill_continues_and_other_model_is_refused(
 
     other = get_config("smoke,model=mnist1d_mlp")
     other.data.data_dir = data_dir
-    with pytest.raises(ValueError, match=r"does not match this run's model.*fresh --workdir"):
+    with pytest.raises(ValueError) as raised:
         experiment.run(other, workdir)
+    # The change first, then what failed, without the checkpoint's guesses at other causes.
+    assert re.fullmatch(
+        r"This config differs .* in model: 'mnist1d_cnn' -> 'mnist1d_mlp': resume with those "
+        r"values, or use a fresh --workdir\. What failed: the checkpoint \S+ does not match this "
+        r"run's model or data: its variable \S+ has shape \(.*\) there and \(.*\) in this run\.",
+        str(raised.value),
+    ), str(raised.value)
 
 
 def test_mirrored_strategy_run_resumes_without_the_iterator(

@@ -116,7 +116,7 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
             progress_bar=bool(config.get("progress_bar", False)),
         )
     except checkpointing.CheckpointRestoreError as error:  # name the fields that changed
-        message = workdir_config.failed_resume(str(error), changed)
+        message = workdir_config.failed_resume(str(error), changed, summary=error.summary)
         raise checkpointing.CheckpointRestoreError(message) from None
     result.update(
         mode=mode,
