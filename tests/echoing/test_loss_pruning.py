@@ -499,7 +499,7 @@ def test_an_empty_update_records_nothing_and_is_not_called_floats():
 
 
 @pytest.mark.parametrize("fed", [False, True])
-def test_a_table_nothing_feeds_is_said_once_when_epoch_2_opens(fed, capfd):
+def test_a_table_nothing_feeds_is_said_once_when_the_third_epoch_opens(fed, capfd):
     table = echoing.LossTable(16)
     prune = echoing.loss_prune(table, num_epochs=4, prune_ratio=0.5, seed=0)
     train = prune.read({"x": np.arange(16, dtype=np.float32)}, batch_size=8)
@@ -508,7 +508,7 @@ def test_a_table_nothing_feeds_is_said_once_when_epoch_2_opens(fed, capfd):
             if fed:  # as LossFeedback(..., observers=[table.update]) does after each batch
                 table.update(batch["id"], tf.ones_like(batch["x"]))
     err = capfd.readouterr().err
-    warned = "echoing.loss_prune: epoch 2 opened and the LossTable has recorded no loss"
+    warned = "echoing.loss_prune: epoch 3 opened and the LossTable has recorded no loss"
     assert err.count(warned) == (0 if fed else 1)
 
 

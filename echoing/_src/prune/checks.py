@@ -91,7 +91,8 @@ def warn_if_unfed(table, epoch: tf.Tensor, warned: tf.Variable) -> tf.Tensor:
     holding no loss; ``warned`` (a bool variable) records that it did. In graph, per epoch."""
 
     def warn():
-        printed = tf.print(tf.strings.format(_UNFED, epoch), output_stream=sys.stderr)
+        # Epochs are numbered from 1 in what the user reads (0-based ``epoch`` 2 is the third).
+        printed = tf.print(tf.strings.format(_UNFED, epoch + 1), output_stream=sys.stderr)
         with tf.control_dependencies([printed]):
             return warned.assign(True)
 
