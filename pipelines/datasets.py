@@ -367,8 +367,10 @@ def _read_by_id(split, sampler) -> tf.data.Dataset:
         }
         return {**raw, "sample_weight": chosen["sample_weight"]}
 
-    # Gathered a chunk at a time (one op per key), then handed on one example at a time.
-    return sampler.epoch_ids(ids).repeat().batch(_READ_CHUNK).map(read).unbatch()
+    # Gathered a chunk at a time (one op per key), then handed on one example at a time. A
+    # chunk holds at most one epoch: more would decide epochs ahead of pruning's losses.
+    chunk = min(_READ_CHUNK, len(ids))
+    return sampler.epoch_ids(ids).repeat().batch(chunk).map(read).unbatch()
 
 
 def _keeping_sample_weight(decode):

@@ -280,6 +280,8 @@ class Controller:
         elif step >= self.schedule.num_steps:
             for line in self._cut_short():
                 print(line, file=sys.stderr)
+        for note in filter(None, (t.end_note() for t in self.techniques)):
+            print(note, file=sys.stderr)
         return step, evaluation
 
     def _cut_short(self) -> list[str]:

@@ -545,3 +545,11 @@ def test_a_stream_shorter_than_a_group_is_decided_epoch_by_epoch():
     kept = [int(element["id"]) for element in _ids(16).repeat(4).apply(prune)]
     assert sorted(kept[-16:]) == list(range(16))  # epoch 3, the annealing one, keeps all
     assert len(kept) < 4 * 16 and prune.stats()["prune_epoch"] == 4
+
+
+def test_a_stage_whose_epochs_all_anneal_warns_that_it_prunes_nothing():
+    with pytest.warns(UserWarning, match=r"anneal_fraction=1\) prunes no epoch"):
+        echoing.loss_prune(echoing.LossTable(4), num_epochs=3, anneal_fraction=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        echoing.loss_prune(echoing.LossTable(4), num_epochs=1)  # a fed table prunes epoch 0

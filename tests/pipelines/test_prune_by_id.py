@@ -110,3 +110,19 @@ def test_an_insertion_before_reading_must_choose_ids():
         pipelines.make_datasets(
             _arrays_config(), seed=0, insertions=[("before_read", "x", lambda ds: ds)]
         )
+
+
+def test_a_small_data_set_is_read_an_epoch_at_a_time_not_a_chunk_of_several():
+    # 42 ids in chunks of 256 decided six epochs at once, before training reported a loss, so
+    # a small image folder was never pruned (issue 33). The first batch now opens the epoch it
+    # reads and, through the pipeline's read-ahead (thread timing), at most two more.
+    config = _arrays_config(batch_size=8)
+    small = 42
+    config.train_arrays = {key: value[:small] for key, value in config.train_arrays.items()}
+    config.prefetch, config.num_parallel_calls, config.autotune = 1, 1, False
+    technique = PruningTechnique(small, num_epochs=10, seed=0)
+    datasets = pipelines.make_datasets(
+        config, seed=0, insertions=[("before_read", "prune", technique.stage)]
+    )
+    next(iter(datasets.train))
+    assert technique.stage.stats()["prune_epoch"] <= 3, technique.stage.stats()

@@ -244,3 +244,42 @@ def test_a_run_that_reaches_num_steps_before_its_epochs_says_what_it_missed(
         r"the run in epochs \(prune_epochs\) and the learning rate follows them",
         err,
     ), err
+
+
+def test_pruning_that_kept_every_example_over_its_epochs_says_why_at_the_end():
+    technique = PruningTechnique(num_examples=16, num_epochs=4, seed=0)
+    assert technique.end_note() is None  # nothing read yet
+    ids = tf.data.Dataset.range(16).map(lambda i: {"id": i}).repeat(3)
+    for element in ids.apply(technique.stage):  # no loss reported: every example kept
+        technique.stage.trained.record(element["id"][None])
+    assert technique.end_note().startswith(
+        "Pruning kept every example it read: it decides each epoch when the input pipeline "
+        "opens it, from the losses training has reported by then, and on this data set (16 "
+        "examples)"
+    )
+    fed = PruningTechnique(num_examples=16, num_epochs=4, seed=0)
+    fed.table.update(np.arange(16), np.linspace(0.0, 1.0, 16).astype(np.float32))
+    for element in ids.apply(fed.stage):
+        fed.stage.trained.record(element["id"][None])
+    assert fed.end_note() is None  # it pruned
+
+
+@pytest.mark.parametrize(
+    ("num_steps", "prune_epochs", "why"),
+    [(50, 0, "num_steps=50 covers 1 epoch of the 1000 examples"), (100, 1, "prune_epochs=1")],
+)
+def test_a_run_that_can_prune_no_epoch_is_warned_about(
+    prune_config, tmp_path, num_steps, prune_epochs, why
+):
+    # It pruned nothing and ended early as a pruned run does, crediting pruning (issue 33).
+    prune_config.num_steps, prune_config.prune_epochs = num_steps, prune_epochs
+    prune_config.eval_every_steps = prune_config.checkpoint_every_steps = 50
+    with pytest.warns(UserWarning) as warned:
+        experiment.run(prune_config, str(tmp_path))
+    said = [str(w.message) for w in warned if "prunes nothing" in str(w.message)]
+    assert said == [
+        f"config prune=1 prunes nothing in this run: {why}, the first epoch opens before "
+        "training has reported any loss, and the last prune_anneal of the epochs train on "
+        "every example. Train 2 epochs or more (raise num_steps, or set prune_epochs), or turn "
+        "pruning off."
+    ]

@@ -214,6 +214,12 @@ class Technique(ClosesOnExit):
     def scalars(self) -> dict[str, float]:
         return {}
 
+    def end_note(self) -> str | None:
+        """Said once when the run ends: what the technique did not do that the user asked of
+        it, with the cause and the fix (pruning that pruned nothing); None when all went as
+        asked."""
+        return None
+
     def close(self) -> None:
         pass
 

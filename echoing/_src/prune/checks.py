@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import sys
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -63,6 +65,25 @@ def check_batch_fits(method: str, batch_size: int, drop_remainder: bool, size: i
             f"at most {size} examples (fewer once pruned), so every batch would be dropped and "
             f"training would see none; use a batch_size well below {size} (a pruned epoch keeps "
             "about 1 - prune_ratio/2 of them), or drop_remainder=False."
+        )
+
+
+def pruned_epochs(num_epochs: int, anneal_fraction: float) -> int:
+    """The epochs pruning may prune, ``0 .. pruned - 1``: InfoBatch prunes epoch e while
+    e < (1 - δ)·E; the 1e-9 keeps e.g. (1 - 0.125)·8 = 7 from rounding up to 8."""
+    return math.ceil((1.0 - anneal_fraction) * num_epochs - 1e-9)
+
+
+def warn_if_no_pruned_epoch(num_epochs: int, anneal_fraction: float) -> None:
+    """A UserWarning when every epoch anneals (trains on every example): pruning would do
+    nothing."""
+    if pruned_epochs(num_epochs, anneal_fraction) == 0:
+        warnings.warn(
+            f"loss_prune(num_epochs={num_epochs}, anneal_fraction={anneal_fraction:g}) prunes no "
+            "epoch: the last anneal_fraction of the epochs train on every example, and here "
+            "that is all of them. Lower anneal_fraction (InfoBatch: 0.125).",
+            UserWarning,
+            stacklevel=3,
         )
 
 

@@ -61,7 +61,9 @@ from echoing._src.prune.checks import (
     check_epoch_ids,
     check_number,
     check_read_source,
+    pruned_epochs,
     say_past_end,
+    warn_if_no_pruned_epoch,
     warn_if_unfed,
 )
 from echoing._src.prune.stream import StreamPruning
@@ -99,9 +101,8 @@ class LossPruning(StreamPruning, tf.Module):
         self.num_epochs = num_epochs
         self.anneal_fraction = anneal_fraction
         self.examples_per_epoch = examples_per_epoch
-        # Epochs from this one on train on every example: InfoBatch prunes epoch e while
-        # e < (1 - δ)·E; the 1e-9 keeps e.g. (1 - 0.125)·8 = 7 from rounding up to 8.
-        self.full_data_epoch = math.ceil((1.0 - anneal_fraction) * num_epochs - 1e-9)
+        # Epochs from this one on train on every example (the anneal).
+        self.full_data_epoch = pruned_epochs(num_epochs, anneal_fraction)
         # Without a seed each run draws its own, and every epoch still draws anew.
         self.seed = random.SystemRandom().randrange(1 << 31) if seed is None else seed
         self.id_key = id_key
@@ -371,6 +372,7 @@ def loss_prune(
     require(is_seed(seed), f"loss_prune(seed={seed!r}): expected an int or None.", TypeError)
     if not isinstance(id_key, str):
         raise TypeError(f"loss_prune(id_key={id_key!r}): expected a string key.")
+    warn_if_no_pruned_epoch(num_epochs, anneal_fraction)
     return LossPruning(
         table,
         prune_ratio=float(prune_ratio),

@@ -30,6 +30,7 @@ from echoing._src.core import config_checks
 from echoing._src.core.checks import in_interval
 from echoing._src.core.loss_table import LossTable, _host_variable
 from echoing._src.core.technique import Context, Feedback, Insertion, Technique
+from echoing._src.prune.checks import pruned_epochs
 from echoing._src.prune.loss_pruning import loss_prune
 
 
@@ -130,6 +131,24 @@ class PruningTechnique(Technique):
     def scalars(self) -> dict[str, float]:
         return {**self.stage.stats(), "prune_epochs_trained": self.stage.epochs_trained()}
 
+    def end_note(self) -> str | None:
+        # Kept every example it read over 2+ epochs it could prune: each epoch was decided
+        # from a table empty (or all alike) when the input pipeline opened it.
+        stats = self.stage.stats()
+        prunable = pruned_epochs(self.stage.num_epochs, self.stage.anneal_fraction)
+        if not (stats["prune_kept"] == stats["prune_seen"] > 0 and prunable >= 2):
+            return None
+        if self.stage.epochs_trained() < 2:
+            return None
+        return (
+            "Pruning kept every example it read: it decides each epoch when the input "
+            "pipeline opens it, from the losses training has reported by then, and on this "
+            f"data set ({self.table.num_examples} examples) the pipeline, reading ahead, and "
+            "the loops, reporting losses when they end (every steps_per_loop steps), were an "
+            "epoch or more apart, so it found no losses to prune by. Pruning pays on data sets "
+            "many loops long: lower --config.steps_per_loop, or train on more data."
+        )
+
 
 def default_config(config) -> None:
     # Loss-table pruning (InfoBatch): keep examples at or above the epoch's mean last-seen loss,
@@ -176,8 +195,9 @@ def from_config(context: Context) -> PruningTechnique | None:
     num_examples = context.num_examples()
     # The whole epochs num_steps full batches cover, each fresh example echo times (a fixed
     # factor; AutoEcho's is not known ahead): what pruning then does in fewer steps.
-    covered = int(config.num_steps * config.data.batch_size / max(1.0, config.echo)) // num_examples
+    covered = int(config.num_steps * _fresh_per_step(config)) // num_examples
     epochs = config.prune_epochs or max(1, covered)
+    _check_some_epoch_pruned(config, epochs, num_examples)
     _check_steps_cover(config, epochs, num_examples)
     return PruningTechnique(
         num_examples,
@@ -189,14 +209,44 @@ def from_config(context: Context) -> PruningTechnique | None:
     )
 
 
+def _fresh_per_step(config) -> float:
+    """The fresh examples a step trains: the batch (the rows in-batch selection keeps), over the
+    echo factor (a fixed one; AutoEcho's is not known ahead)."""
+    rows = config.data.batch_size
+    if config.select_ratio < 1:
+        rows = max(1, round(config.select_ratio * rows))  # as the selection rounds
+    return rows / max(1.0, config.echo)
+
+
+def _check_some_epoch_pruned(config, epochs: int, num_examples: int) -> None:
+    """Warns when no epoch can be pruned: the first opens before any loss is reported, and the
+    last ``prune_anneal`` train on every example. The run would end after its epochs as a
+    pruned one does, having pruned nothing."""
+    if pruned_epochs(epochs, config.prune_anneal) > 1:
+        return
+    why = (
+        f"num_steps={config.num_steps} covers {epochs} epoch of the {num_examples} examples"
+        if not config.prune_epochs
+        else f"prune_epochs={epochs}"
+    )
+    warnings.warn(
+        f"config prune=1 prunes nothing in this run: {why}, the first epoch opens before "
+        "training has reported any loss, and the last prune_anneal of the epochs train on "
+        "every example. Train 2 epochs or more (raise num_steps, or set prune_epochs), or "
+        "turn pruning off.",
+        UserWarning,
+        stacklevel=2,
+    )
+
+
 def _check_steps_cover(config, epochs: int, num_examples: int) -> None:
     """Warns when ``num_steps`` cannot reach ``prune_epochs`` even if pruning drops every
     below-mean example it may: the run would end at ``num_steps`` part-way, with its learning
     rate (indexed by the epochs trained) undecayed and the anneal not reached. A warning, not
     an error: a run may stop early on purpose and resume with more ``num_steps``."""
-    pruned = math.ceil((1.0 - config.prune_anneal) * epochs - 1e-9)  # as loss_prune counts
+    pruned = pruned_epochs(epochs, config.prune_anneal)
     fewest = (pruned * (1.0 - config.prune_ratio) + (epochs - pruned)) * num_examples
-    steps = math.ceil(fewest * max(1.0, config.echo) / config.data.batch_size)
+    steps = math.ceil(fewest / _fresh_per_step(config))
     if config.num_steps < steps:
         warnings.warn(
             f"config prune_epochs={epochs} needs at least {steps} steps of data.batch_size="
