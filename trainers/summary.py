@@ -38,8 +38,10 @@ def make_summary(
 
     ``read_stats`` (``(split, ReadStats)`` pairs, see ``trainers.inputs.dataset_fns``) gives
     ``skipped_corrupt_train``/``_eval``: the distinct corrupt records or images ``skip_corrupt``
-    skipped (a record skipped again in a later epoch counts once), and ``reopened_files``: gs://
-    reads resumed after a retriable error.
+    skipped (a record skipped again in a later epoch counts once), ``lost_file_tails_train``/
+    ``_eval``: those of them that lost the rest of their file (damage that cannot be framed past,
+    whose records cannot be counted), and ``reopened_files``: gs:// reads resumed after a
+    retriable error.
 
     ``trained_examples`` (steps x batch) and ``fresh_examples_trained`` (the fresh examples
     behind them, batch / echo factor per step) are what training consumed, so a run without echo
@@ -101,17 +103,33 @@ def _technique_counts(config, step: int) -> dict[str, object]:
 
 def _read_report(read_stats) -> dict[str, int]:
     skipped = {"train": set(), "eval": set()}
+    tails = {"train": set(), "eval": set()}
     reopened, counted = 0, set()
     for split, stats in read_stats:
         skipped[split].update((path, index) for path, index, *_ in stats.skipped_records)
+        tails[split].update(getattr(stats, "lost_tails", ()))
         if id(stats) not in counted:  # one object can serve several pipelines (image folders)
             counted.add(id(stats))
             reopened += stats.reopened
     return {
         "skipped_corrupt_train": len(skipped["train"]),
         "skipped_corrupt_eval": len(skipped["eval"]),
+        # Of those, the skips that lost the rest of a file: records there go uncounted.
+        "lost_file_tails_train": len(tails["train"]),
+        "lost_file_tails_eval": len(tails["eval"]),
         "reopened_files": reopened,
     }
+
+
+def _lost_tails(summary: dict[str, object]) -> str:
+    """What the skip count leaves out: a skip that lost the rest of a file lost its records."""
+    train, evaluation = (summary.get(f"lost_file_tails_{s}", 0) for s in ("train", "eval"))
+    if not (train or evaluation):
+        return ""
+    return (
+        f"; {train} train and {evaluation} eval of those lost the rest of their file, whose "
+        "records cannot be counted (the run read only the records before the damage)"
+    )
 
 
 def _selected(summary: dict[str, object]) -> str:
@@ -152,6 +170,7 @@ def format_summary(summary: dict[str, object]) -> str:
         lines.append(
             f"skip_corrupt: skipped {summary['skipped_corrupt_train']} corrupt train and "
             f"{summary['skipped_corrupt_eval']} eval records or images (each named in the log)"
+            + _lost_tails(summary)
         )
     if summary.get("reopened_files"):
         lines.append(f"{summary['reopened_files']} gs:// reads resumed after errors (see the log)")

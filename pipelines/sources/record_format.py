@@ -61,6 +61,8 @@ class Record:
         rest of the file cannot be framed).
       data: the record's bytes; None when ``problem`` is set or the data was not read.
       problem: what is wrong with it, or None.
+      rest_of_file: the damage cannot be framed past: the region runs to the file's end and
+        may have held any number of records.
     """
 
     index: int
@@ -68,6 +70,7 @@ class Record:
     end: int
     data: bytes | None
     problem: str | None
+    rest_of_file: bool = False
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -103,7 +106,7 @@ def scan(
         remaining = size - offset
         if remaining < HEADER_BYTES:
             problem = f"truncated: {remaining} bytes left, a record header needs {HEADER_BYTES}"
-            yield Record(index, offset, size, None, problem)
+            yield Record(index, offset, size, None, problem, rest_of_file=True)
             return
         header = _read_exactly(stream, HEADER_BYTES, path, offset)
         length, length_crc = struct.unpack("<QI", header)
@@ -112,12 +115,12 @@ def scan(
                 f"length checksum mismatch; the remaining {remaining} bytes of the file cannot "
                 "be framed"
             )
-            yield Record(index, offset, size, None, problem)
+            yield Record(index, offset, size, None, problem, rest_of_file=True)
             return
         end = offset + HEADER_BYTES + length + FOOTER_BYTES
         if end > size:
             problem = f"truncated: the record needs {end - offset} bytes, {remaining} are left"
-            yield Record(index, offset, size, None, problem)
+            yield Record(index, offset, size, None, problem, rest_of_file=True)
             return
         if read_data:
             body = _read_exactly(stream, length + FOOTER_BYTES, path, offset + HEADER_BYTES)

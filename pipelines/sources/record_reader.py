@@ -74,19 +74,25 @@ class ReadStats:
     Attributes:
       skipped: corrupt or truncated records skipped (``skip_corrupt=True``).
       skipped_records: ``(path, record index, byte offset, problem)`` of each.
+      lost_tails: ``(path, byte offset)`` of each skip that lost the rest of its file (damage
+        that cannot be framed past): its records cannot be counted.
       reopened: files reopened after a retriable error.
       errors: ``(path, byte offset reopened at, error text)`` of each retriable error.
     """
 
     def __init__(self):
         self._lock = threading.Lock()
-        self.skipped, self.skipped_records = 0, []
+        self.skipped, self.skipped_records, self.lost_tails = 0, [], []
         self.reopened, self.errors = 0, []
 
-    def skip(self, path: str, index: int, offset: int, problem: str) -> None:
+    def skip(
+        self, path: str, index: int, offset: int, problem: str, *, rest_of_file: bool = False
+    ) -> None:
         with self._lock:
             self.skipped += 1
             self.skipped_records.append((path, index, offset, problem))
+            if rest_of_file:
+                self.lost_tails.append((path, offset))
         logging.warning(
             "skip_corrupt: skipped record %d at byte offset %d of %s: %s",
             index,
@@ -147,7 +153,9 @@ def read_records(
         if record.problem is None:
             yield record.data
         elif skip_corrupt:
-            stats.skip(path, record.index, record.offset, record.problem)
+            stats.skip(
+                path, record.index, record.offset, record.problem, rest_of_file=record.rest_of_file
+            )
         else:
             raise record_format.CorruptRecordError(
                 path, record.index, record.offset, record.problem

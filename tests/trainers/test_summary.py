@@ -48,7 +48,13 @@ def test_the_datasets_a_run_builds_hand_their_read_stats_to_the_summary(tmp_path
     next(iter(eval_fn(tf.distribute.InputContext())))
     assert [split for split, _ in collected] == ["train", "eval"]
     report = summary._read_report(collected)
-    assert report == {"skipped_corrupt_train": 1, "skipped_corrupt_eval": 0, "reopened_files": 0}
+    assert report == {
+        "skipped_corrupt_train": 1,
+        "skipped_corrupt_eval": 0,
+        "lost_file_tails_train": 0,
+        "lost_file_tails_eval": 0,
+        "reopened_files": 0,
+    }
 
 
 def test_a_record_skipped_in_every_epoch_counts_once_and_the_console_says_so():
@@ -60,15 +66,55 @@ def test_a_record_skipped_in_every_epoch_counts_once_and_the_console_says_so():
     evaluation.skip("/data/eval-0.tfrecord", 0, 0, "truncated")
     # The same object handed over by two pipelines (an image folder's scan is shared).
     report = summary._read_report([("train", train), ("train", train), ("eval", evaluation)])
-    assert report == {"skipped_corrupt_train": 2, "skipped_corrupt_eval": 1, "reopened_files": 1}
+    assert report == {
+        "skipped_corrupt_train": 2,
+        "skipped_corrupt_eval": 1,
+        "lost_file_tails_train": 0,
+        "lost_file_tails_eval": 0,
+        "reopened_files": 1,
+    }
     text = _printed(report)
     assert "skip_corrupt: skipped 2 corrupt train and 1 eval records or images" in text
+    assert "lost the rest of their file" not in text
     assert "1 gs:// reads resumed after errors" in text
+
+
+def test_a_skip_that_lost_the_rest_of_a_file_is_said_to_leave_its_records_uncounted(tmp_path):
+    # A damaged length header lost 125 records of a file and was reported as 1 skipped record
+    # (issue 33): the summary now says the rest of that file went uncounted.
+    import numpy as np
+
+    from pipelines.sources import record_reader, tfrecord
+
+    path = tmp_path / "train.tfrecord"
+    tfrecord.write(str(path), np.zeros((10, 4, 1), np.float32), np.arange(10) % 2)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 12] = bytes(12)  # mid-file: framing is lost there
+    path.write_bytes(bytes(data))
+    stats = ReadStats()
+
+    def open_file(name):
+        return io.BytesIO(bytes(data)), len(data)
+
+    kept = list(record_reader.read_records(str(path), open_file, skip_corrupt=True, stats=stats))
+    assert len(kept) < 10 and stats.skipped == 1 and len(stats.lost_tails) == 1
+    report = summary._read_report([("train", stats)])
+    assert report["skipped_corrupt_train"] == 1 and report["lost_file_tails_train"] == 1
+    assert (
+        "; 1 train and 0 eval of those lost the rest of their file, whose records cannot be "
+        "counted (the run read only the records before the damage)"
+    ) in _printed(report)
 
 
 def test_a_clean_run_reports_zero_and_prints_no_line_about_it():
     report = summary._read_report([])
-    assert report == {"skipped_corrupt_train": 0, "skipped_corrupt_eval": 0, "reopened_files": 0}
+    assert report == {
+        "skipped_corrupt_train": 0,
+        "skipped_corrupt_eval": 0,
+        "lost_file_tails_train": 0,
+        "lost_file_tails_eval": 0,
+        "reopened_files": 0,
+    }
     text = _printed(report)
     assert "skip_corrupt" not in text and "gs://" not in text
     assert text.startswith("step 10: eval accuracy 0.5000")
