@@ -62,3 +62,17 @@ def test_ragged_elements_count_one_example_each():
 def test_meters_of_the_wrong_type_are_refused():
     with pytest.raises(TypeError, match=r"meters must be an echoing\.meters\.EchoMeters or None"):
         echoing.echo(2, meters=meters.ElementCounter("fresh"))
+
+
+def test_batches_built_where_the_check_cannot_see_count_one_each_with_a_warning():
+    # Batches made inside interleave counted 10 fresh examples for 100 rows, with no word
+    # (issue 33); whether such elements are batches cannot be told from their spec alone.
+    counts = meters.EchoMeters()
+    batches = tf.data.Dataset.range(2).interleave(
+        lambda i: tf.data.Dataset.range(i * 50, i * 50 + 50).batch(10)
+    )
+    with pytest.warns(UserWarning, match=r"these elements look like batches") as warned:
+        echoed = batches.apply(echoing.echo(2, meters=counts))
+    assert warned[0].filename == __file__  # said at the user's line
+    assert sum(len(batch) for batch in _drain(echoed)) == 200
+    assert counts.result()["fresh_examples"] == 10

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import tensorflow as tf
 
@@ -171,8 +172,7 @@ def _echo(dataset, factor, seed: int | None, name: str | None, implementation: s
     )
     if per_batch:
         vectorized = None
-    # Meters count examples: a batch's rows when the elements come out of batch() (batch echoing).
-    rows = meters is not None and dataset_graph.comes_out_of_batch(dataset) is True
+    rows = meters is not None and _meter_rows(dataset)
     if not live and float(factor).is_integer():
         if vectorized is not None:
             echoed = _repeat_vectorized(dataset, None, int(factor), vectorized, name, meters, rows)
@@ -215,6 +215,25 @@ def _echo(dataset, factor, seed: int | None, name: str | None, implementation: s
         if per_batch:
             echoed = _no_injected_prefetch(echoed)
     return _keep_cardinality(echoed, dataset, factor)
+
+
+def _meter_rows(dataset: tf.data.Dataset) -> bool:
+    """Whether echo's meters count the rows of each element (batch echoing: the elements come
+    out of ``batch()``) rather than one per element. Elements that look like batches but come
+    from a stage the check cannot see through (``interleave``, ``flat_map``) count one each,
+    with a warning: sequences with per-step labels look alike and are examples."""
+    batched = dataset_graph.comes_out_of_batch(dataset)
+    if batched is None and dataset_graph.elements_are_batches(dataset):
+        warnings.warn(
+            "echoing.echo(meters=...): these elements look like batches, but they come from a "
+            "stage the check cannot see through (e.g. interleave or flat_map), so the meters "
+            "count one example per element. If they are batches, count their rows with "
+            "meters.fresh.count(rows=True) before echo and meters.emitted.count(rows=True) "
+            "after it instead.",
+            UserWarning,
+            stacklevel=5,  # _echo, echo's apply, Dataset.apply, then the user's line
+        )
+    return batched is True
 
 
 def _no_injected_prefetch(echoed: tf.data.Dataset) -> tf.data.Dataset:
