@@ -94,7 +94,10 @@ def echo(
         ``batch()`` right after puts them in the same batch; ``AutoEchoCallback.stamp`` and the
         trainer, which see the whole pipeline, warn about that.
       seed: seeds the Bernoulli draws and the shuffle; same seed, same output: a dataset built
-        with a seed yields the same sequence of passes, each pass drawn anew. ``None`` draws from
+        with a seed yields the same sequence of passes, each pass drawn anew. (An iterator
+        checkpoint of ``echo(1.5, seed=s)`` followed by ``.repeat()`` restores the later passes
+        with other draws, TensorFlow's ``Dataset.random`` restoring its pass count one ahead;
+        ``.repeat()`` before echo restores exactly.) ``None`` draws from
         TensorFlow's global seed (``tf.random.set_seed``), or at random without one.
       name: optional name for the tf.data ops (shows up in the tf.data profiler).
       implementation: "auto" (the default) picks by static element size; "vectorized" or
