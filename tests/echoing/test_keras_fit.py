@@ -208,6 +208,27 @@ def test_a_per_example_loss_that_reduces_is_named_when_fit_traces(wrapper, compi
         _scalar_loss_fit(wrapper, compiled_loss)
 
 
+def test_a_per_token_loss_is_named_when_fit_traces():
+    # A [B, T] loss failed at the first step in the graph: "ids and losses ... 16 vs 80", with
+    # no fix named (issue 33).
+    net = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(5 * 3), keras.layers.Reshape((5, 3))]
+    )
+    per_token = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    table = echoing.LossTable(N)
+    model = echoing.keras.LossFeedback(net, per_example_loss=per_token, observers=[table.update])
+    model.compile("sgd")
+    x = {"inputs": np.zeros((N, 8), np.float32), "id": np.arange(N)}
+    with pytest.raises(ValueError) as raised:
+        model.fit(x, np.zeros((N, 5), np.int64), batch_size=BATCH, verbose=0)
+    assert str(raised.value).startswith(
+        f"LossFeedback: per_example_loss returned shape ({BATCH}, 5), one loss per example and "
+        "step (a sequence model's per-token losses); it must return one loss per example, shape "
+        "[B]. Average over the other axes"
+    )
+    assert not table.seen.numpy().any()
+
+
 def _fit_with_auto_echo(delay, initial_factor, steps_per_execution=1, strategy=None):
     """Fits 2 epochs of a ~10-40 ms step on batches whose upstream takes ``delay`` s each;
     returns the epochs' factors and the last wait fraction.
