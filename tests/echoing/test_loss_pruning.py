@@ -180,8 +180,19 @@ def test_ids_outside_the_table_fail_naming_the_range():
     with pytest.raises(ValueError, match="3 ids and 2 losses"):
         table.update([0, 1, 2], [0.0, 0.0])
     stage = echoing.loss_prune(table, num_epochs=2)
+    # A stream of unknown size is checked as it runs.
+    unknown = _ids(6).filter(lambda element: True)
+    with pytest.warns(UserWarning, match="its size is unknown"):
+        pruned = unknown.apply(stage)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"outside \[0, 4\).*num_examples"):
-        list(_ids(6).apply(stage))
+        list(pruned)
+    # One of known size, when the stage is applied (it was found only while iterating).
+    with pytest.raises(
+        ValueError, match=r"a pass of the input holds 6 examples and the LossTable 4 rows"
+    ):
+        _ids(6).apply(stage)
+    with pytest.raises(ValueError, match=r"a pass of the input holds 6 examples"):
+        _ids(6).repeat().apply(stage)
 
 
 # ------------------------------------------------------------------------------------- by id

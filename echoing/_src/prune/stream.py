@@ -73,6 +73,13 @@ class StreamPruning:
             "build the table with LossTable(number of examples), or pass examples_per_epoch ="
             " the inputs per epoch"
         )
+        one_pass = pass_size if pass_size is not None else size
+        if not self.epoch_size_given and one_pass > self.table.num_examples:
+            raise ValueError(
+                f"loss_prune: a pass of the input holds {one_pass} examples and the LossTable "
+                f"{self.table.num_examples} rows, one per example id, so ids would run past "
+                f"the table; build it with LossTable({one_pass}) (ids 0..{one_pass - 1})."
+            )
         held = None
         if 0 <= size < self.examples_per_epoch:
             held = f"the input holds {size} examples"
