@@ -226,7 +226,7 @@ ROWS = {
             echoing.assistant_filter(echoing.Assistant(2, input_shape=(4,)))
         ),
         ValueError,
-        r"looks batched\. Apply the filter before batch\(\)",
+        r"If the dataset is batched, apply the filter before batch\(\)",
     ),
     "filter features of another width than the Assistant": (
         lambda _: _examples().apply(

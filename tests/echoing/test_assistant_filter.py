@@ -189,10 +189,20 @@ def test_elements_without_a_label_dict_are_rejected_at_apply(dataset):
         dataset.apply(assistant_filter(Assistant(2, input_shape=(4,))))
 
 
-def test_a_filter_after_batch_is_refused_with_the_fix():
+def test_a_filter_after_batch_or_on_one_hot_labels_is_refused_with_both_fixes():
     batches = _source().batch(8)
-    with pytest.raises(ValueError, match=r"looks batched\. Apply the filter before batch\(\)"):
+    with pytest.raises(ValueError, match=r"If the dataset is batched, apply the filter before"):
         batches.apply(assistant_filter(Assistant(2, input_shape=(4,))))
+    # One-hot labels were told the dataset "looks batched" (issue 33).
+    one_hot = _source().map(lambda e: {**e, "label": tf.one_hot(e["label"], 2)})
+    with pytest.raises(ValueError, match=r"if the labels are one-hot, map them to ids first: "):
+        one_hot.apply(assistant_filter(Assistant(2, input_shape=(4,))))
+
+
+def test_string_labels_are_refused_naming_a_lookup():
+    named = _source(16).map(lambda e: {**e, "label": tf.gather(["cat", "dog"], e["label"])})
+    with pytest.raises(TypeError, match=r"got strings; map them to ids first, e\.g\. with "):
+        named.apply(assistant_filter(Assistant(2, input_shape=(4,))))
 
 
 def test_float_labels_are_refused_not_read_as_the_class_below():

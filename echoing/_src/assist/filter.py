@@ -104,6 +104,12 @@ class AssistantFilter:
                 "one dense tensor per element; pass features= a key or function returning one."
             )
         label_dtype = tf.int32 if self.label_key is None else spec[self.label_key].dtype
+        if label_dtype == tf.string:
+            raise TypeError(
+                f"assistant_filter: the labels under {self.label_key!r} must be integer class "
+                "ids, got strings; map them to ids first, e.g. with "
+                "keras.layers.StringLookup(vocabulary=class_names, num_oov_indices=0)."
+            )
         if not label_dtype.is_integer:
             raise TypeError(
                 f"assistant_filter: the labels under {self.label_key!r} must be integer class "
@@ -216,9 +222,11 @@ def _require_examples(spec, label_key: str) -> None:
     """Refuses a batched dataset: the filter decides per example, before ``batch()``."""
     if spec[label_key].shape.rank != 0:
         raise ValueError(
-            f"assistant_filter needs one example per element (a scalar {label_key!r}), got "
-            f"{spec[label_key]}: the dataset looks batched. Apply the filter before batch(), "
-            "so that it drops examples, not whole batches."
+            f"assistant_filter needs one example per element with a scalar class id under "
+            f"{label_key!r}, got {spec[label_key]}. If the dataset is batched, apply the filter "
+            "before batch(), so that it drops examples, not whole batches; if the labels are "
+            f"one-hot, map them to ids first: {{**e, {label_key!r}: tf.argmax(e[{label_key!r}], "
+            "-1)}."
         )
 
 
