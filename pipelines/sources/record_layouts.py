@@ -70,14 +70,19 @@ def layout_of(record: bytes, path: str) -> str:
     )
 
 
-def parser(layout: str):
+def parser(layout: str, *, ids_by_position: bool = False):
     """A graph function ``(position, record) -> {"inputs", "encoding", "label", "id"}``, where
-    ``position`` is the record's place in its split (the id of a TFDS-layout record)."""
+    ``position`` is the record's place in its split among the readable records (the id of a
+    TFDS-layout record). ``ids_by_position``: an echoing-layout record's id is its position too,
+    not the id it stores: with corrupt records skipped, the stored ids have gaps and run past
+    the readable records, which size the per-example tables (pruning's)."""
     if layout == ECHOING:
 
         def parse_echoing(position: tf.Tensor, record: tf.Tensor) -> dict:
-            del position  # the record carries its own id
-            return tf.io.parse_single_example(record, _ECHOING_FEATURES)
+            example = tf.io.parse_single_example(record, _ECHOING_FEATURES)
+            if ids_by_position:
+                return {**example, "id": tf.cast(position, tf.int64)}
+            return example  # the record carries its own id
 
         return parse_echoing
 

@@ -207,7 +207,8 @@ def load(
     train_counts = _count(train_paths, train_files, options)
     eval_counts = _count(eval_paths, eval_files, options)
     first_record, first_path = _first(train_paths, options)
-    parse = record_layouts.parser(record_layouts.layout_of(first_record, first_path))
+    layout = record_layouts.layout_of(first_record, first_path)
+    parse = record_layouts.parser(layout, ids_by_position=options.skip_corrupt)
     first = {key: value.numpy() for key, value in parse(0, first_record).items()}
     decode_inputs, input_shape = _decoder(first, image_size, train_files)
     crop_decode = _crop_decoder(input_shape) if first["encoding"].decode() != "tensor" else None

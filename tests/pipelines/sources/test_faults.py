@@ -21,10 +21,9 @@ BLOCK_BYTES = 256
 
 
 def _write_local(directory) -> str:
-    inputs = np.random.default_rng(0).normal(size=(TOTAL, 5)).astype(np.float32)
     labels = np.arange(TOTAL) % NUM_CLASSES
     return tfrecord.write_shards(
-        os.path.join(str(directory), "train"), inputs, labels, num_shards=NUM_FILES
+        os.path.join(str(directory), "train"), _inputs(), labels, num_shards=NUM_FILES
     )
 
 
@@ -49,13 +48,27 @@ def _config(train_files, **overrides):
 
 def _rows(datasets, count):
     """Ids of the first ``count`` train rows, pulled with tf.data's own read-ahead off."""
+    return [int(batch["id"][0]) for batch in _batches(datasets, count)]
+
+
+def _batches(datasets, count) -> list[dict]:
+    """The first ``count`` train batches (of one row), pulled with tf.data's own read-ahead off."""
     options = tf.data.Options()
     options.autotune.enabled = False
     # Default optimizations (e.g. map parallelization) would compute elements ahead.
     options.experimental_optimization.apply_default_optimizations = False
     options.experimental_optimization.inject_prefetch = False
-    dataset = datasets.train.with_options(options).take(count)
-    return [int(batch["id"][0]) for batch in dataset.as_numpy_iterator()]
+    return list(datasets.train.with_options(options).take(count).as_numpy_iterator())
+
+
+def _written(batch) -> int:
+    """The row ``batch``'s one example was written as, found by its inputs."""
+    first = float(batch["inputs"].ravel()[0])
+    return next(i for i, row in enumerate(_inputs()) if float(row[0]) == first)
+
+
+def _inputs() -> np.ndarray:
+    return np.random.default_rng(0).normal(size=(TOTAL, 5)).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
@@ -212,7 +225,13 @@ def test_skip_corrupt_skips_counts_and_warns(damaged, kind, lost, raised_at, cap
     good = [i for i in range(TOTAL) if not spoiled <= i < spoiled + lost]
     # Every good record exactly once, in order; the damage is in file 0, so reading the good
     # records of files 1 and 2 means file 0 was read to its end.
-    assert _rows(datasets, len(good)) == good
+    batches = _batches(datasets, len(good))
+    assert [_written(batch) for batch in batches] == good
+    # Ids are positions among the records each file was counted to hold: within the count that
+    # sizes per-example tables. The stored ids, after a damaged length header, ran past it and
+    # failed pruning mid-run (issue 33).
+    ids = [int(batch["id"][0]) for batch in batches]
+    assert ids == sorted(set(ids)) and ids[-1] < datasets.num_train_examples
     stats = datasets.train_read_stats
     assert stats.skipped == 1
     ((path, index, offset, problem),) = stats.skipped_records
