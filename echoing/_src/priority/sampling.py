@@ -59,6 +59,7 @@ import tensorflow as tf
 
 from echoing._src.core.checks import in_interval, is_int, is_real
 from echoing._src.core.sources import RandomAccessSource, random_access_source
+from echoing._src.priority.checks import check_ratio, check_source_size, ids_per_batch
 from echoing._src.priority.shards import ShardedPriorityTable, pipeline_share
 from echoing._src.priority.table import PriorityTable, warned_if_unmeasured
 
@@ -66,34 +67,6 @@ if TYPE_CHECKING:
     from tensorflow_datasets.core.data_sources.base import BaseDataSource
 
 MODES = ("top_k", "proportional")
-
-
-def _check_ratio(name: str, value: float) -> float:
-    if not is_real(value, finite=False):
-        raise TypeError(
-            f"{name} must be a float in [0, 1], got {value!r} ({type(value).__name__})."
-        )
-    if not in_interval(float(value), 0.0, 1.0):
-        raise ValueError(f"{name} must be in [0, 1] (a fraction of the batch), got {value!r}.")
-    return float(value)
-
-
-def ids_per_batch(ratio: float, batch_size: int, *, names: tuple[str, str]) -> int:
-    """``round(ratio * batch_size)``, the ids a batch takes by one rule (priority or renewal);
-    ``names`` are the ratio's and the batch size's as the caller's user wrote them.
-
-    Raises:
-      ValueError: a positive ``ratio`` that rounds to no id: the rule would be silently off.
-    """
-    count = round(ratio * batch_size)
-    if ratio > 0 and count == 0:
-        ratio_name, batch_name = names
-        raise ValueError(
-            f"{ratio_name}={ratio:g} of {batch_name}={batch_size} rounds to 0 ids per batch, so "
-            f"the batch would take none by this rule; use {ratio_name} >= {1 / batch_size:.3g} "
-            f"(one id of {batch_size}), or 0 to turn it off."
-        )
-    return count
 
 
 class PrioritySampler(tf.Module):
@@ -150,8 +123,8 @@ class PrioritySampler(tf.Module):
                 f"batch_size must be in [1, N={n}] (the table's num_examples), got {batch_size}; "
                 "a batch cannot hold more distinct examples than the source has."
             )
-        top_ratio = _check_ratio("top_ratio", top_ratio)
-        renew_ratio = _check_ratio("renew_ratio", renew_ratio)
+        top_ratio = check_ratio("top_ratio", top_ratio)
+        renew_ratio = check_ratio("renew_ratio", renew_ratio)
         if not in_interval(top_ratio + renew_ratio, 0.0, 1.0, low_open=True):
             raise ValueError(
                 f"top_ratio + renew_ratio must be in (0, 1], got {top_ratio} + {renew_ratio} = "
@@ -349,20 +322,6 @@ def priority_sample(
         num_shards=share.num_shards,
         num_splits=share.num_splits,
     )
-
-
-def check_source_size(examples: RandomAccessSource, num_examples: int) -> None:
-    """Raises unless the source holds exactly the table's ``N`` examples."""
-    if examples.num_examples != num_examples:
-        shapes = ", ".join(
-            f"{key!r}: {[examples.num_examples, *spec.shape]}"
-            for key, spec in examples.element_spec.items()
-        )
-        raise ValueError(
-            f"the source has {examples.num_examples} examples ({shapes}) but the table has "
-            f"N={num_examples}; build the table with the size of the source, so that id i is "
-            "example i of the source."
-        )
 
 
 def sampled_batches(

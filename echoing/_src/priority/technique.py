@@ -34,8 +34,9 @@ from ml_collections import config_dict
 
 from echoing._src.core import config_checks
 from echoing._src.core.technique import Context, ExamplesById, Feedback, Technique
+from echoing._src.priority.checks import ids_per_batch
 from echoing._src.priority.meter import PriorityMeter
-from echoing._src.priority.sampling import ids_per_batch, priority_sample
+from echoing._src.priority.sampling import priority_sample
 from echoing._src.priority.shards import ShardedPriorityTable
 from echoing._src.priority.table import PriorityTable
 

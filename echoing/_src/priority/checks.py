@@ -1,0 +1,55 @@
+"""Argument checks of priority sampling: the batch's ratios and the source's size.
+
+Example::
+
+    from echoing._src.priority.checks import ids_per_batch
+
+    ids_per_batch(0.25, 32, names=("top_ratio", "batch_size"))  # 8
+"""
+
+from __future__ import annotations
+
+from echoing._src.core.checks import in_interval, is_real
+from echoing._src.core.sources import RandomAccessSource
+
+
+def check_ratio(name: str, value: float) -> float:
+    if not is_real(value, finite=False):
+        raise TypeError(
+            f"{name} must be a float in [0, 1], got {value!r} ({type(value).__name__})."
+        )
+    if not in_interval(float(value), 0.0, 1.0):
+        raise ValueError(f"{name} must be in [0, 1] (a fraction of the batch), got {value!r}.")
+    return float(value)
+
+
+def ids_per_batch(ratio: float, batch_size: int, *, names: tuple[str, str]) -> int:
+    """``round(ratio * batch_size)``, the ids a batch takes by one rule (priority or renewal);
+    ``names`` are the ratio's and the batch size's as the caller's user wrote them.
+
+    Raises:
+      ValueError: a positive ``ratio`` that rounds to no id: the rule would be silently off.
+    """
+    count = round(ratio * batch_size)
+    if ratio > 0 and count == 0:
+        ratio_name, batch_name = names
+        raise ValueError(
+            f"{ratio_name}={ratio:g} of {batch_name}={batch_size} rounds to 0 ids per batch, so "
+            f"the batch would take none by this rule; use {ratio_name} >= {1 / batch_size:.3g} "
+            f"(one id of {batch_size}), or 0 to turn it off."
+        )
+    return count
+
+
+def check_source_size(examples: RandomAccessSource, num_examples: int) -> None:
+    """Raises unless the source holds exactly the table's ``N`` examples."""
+    if examples.num_examples != num_examples:
+        shapes = ", ".join(
+            f"{key!r}: {[examples.num_examples, *spec.shape]}"
+            for key, spec in examples.element_spec.items()
+        )
+        raise ValueError(
+            f"the source has {examples.num_examples} examples ({shapes}) but the table has "
+            f"N={num_examples}; build the table with the size of the source, so that id i is "
+            "example i of the source."
+        )
