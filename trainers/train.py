@@ -53,7 +53,6 @@ module only holds the flags.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shlex
 import signal
@@ -66,17 +65,15 @@ if "--verbose" not in sys.argv:
     console.quiet_native_logs()
     console.import_tensorflow_quietly()
 
-import tensorflow as tf
 from absl import app, flags
 from ml_collections import config_flags
 
-import pipelines
-from pipelines.config import MOVED_ECHO_KEYS
 from trainers import (
     checkpointing,
     experiment,
     interrupts,
     moved_flags,
+    one_line_errors,
     run_config,
     strategies,
     workdir_lock,
@@ -176,7 +173,7 @@ def _main(argv: list[str]) -> None:
     if not _VERBOSE.value:
         console.quiet_python_logs()
     if _SERVE.value is not None:
-        with _one_line_errors():
+        with one_line_errors.reported(verbose=_VERBOSE.value):
             _serve(_SERVE.value, _CLUSTER_SPEC.value)
         return
     config = _CONFIG.value
@@ -189,7 +186,7 @@ def _main(argv: list[str]) -> None:
         conflict = flag_errors.not_for_passm(diagnose=_DIAGNOSE.value, eval_only=_EVAL_ONLY.value)
         if conflict:
             raise app.UsageError(conflict)
-        with _one_line_errors():
+        with one_line_errors.reported(verbose=_VERBOSE.value):
             _run_partitioned(config, _WORKDIR.value, strategy_flag=_STRATEGY.value)
     elif config.strategy == "parameter_server":
         raise app.UsageError(
@@ -206,7 +203,7 @@ def _main(argv: list[str]) -> None:
         if unused:
             raise app.UsageError(unused)
         _scale_default_warmup(config, quiet=_EVAL_ONLY.value)
-        with _one_line_errors():
+        with one_line_errors.reported(verbose=_VERBOSE.value):
             if _DIAGNOSE.value:
                 experiment.diagnose(config, _WORKDIR.value)
             elif _EVAL_ONLY.value:
@@ -238,57 +235,6 @@ def _scale_default_warmup(config, *, quiet: bool) -> None:
     note = run_config.scale_warmup(config)
     if note and not quiet:
         print(note, file=sys.stderr)
-
-
-@contextlib.contextmanager
-def _one_line_errors():
-    """A ``ValueError``/``TypeError`` (a config or data value that cannot work; the toolkit's
-    messages name the value and the flag or file to change) ends the binary with that message
-    as ``error: ...`` on stderr, exit status 1, instead of a traceback; ``--verbose`` keeps the
-    traceback (for a bug report)."""
-    try:
-        yield
-    except (ValueError, TypeError) as error:
-        if _VERBOSE.value:
-            raise
-        print(f"error: {_as_data_flags(str(error))}", file=sys.stderr)
-        sys.exit(1)
-    except tf.errors.InvalidArgumentError as error:
-        # The input pipeline's own data checks (a corrupt image, a label out of range) fail
-        # inside the graph; their message names the file or record and the fix.
-        check = data_check_message(error.message)
-        if check is None or _VERBOSE.value:
-            raise
-        print(f"error: {_as_data_flags(check)}", file=sys.stderr)
-        sys.exit(1)
-
-
-def _as_data_flags(message: str) -> str:
-    """``message`` with the data config's fields named as ``--config.data.*`` flags."""
-    keys = set(pipelines.default_data_config().keys()) - set(MOVED_ECHO_KEYS)
-    return flag_errors.as_data_flags(message, sorted(keys))
-
-
-def data_check_message(message: str) -> str | None:
-    """The text of one of the pipelines' data checks in a graph error's ``message`` (its
-    ``tf.debugging.Assert`` items joined), or None when the error is not one of them.
-
-    Example::
-
-        data_check_message("... assertion failed: [bad image:] [a.jpg] [- set data config x]")
-        # 'bad image: a.jpg - set data config x'
-    """
-    if "assertion failed: [" not in message:
-        return None
-    text = message.split("assertion failed: ", 1)[1].splitlines()[0].strip()
-    text = text.replace("\\'", "'")  # the graph's message escapes the quotes of its strings
-    if not any(marker in text for marker in _DATA_CHECK_MARKERS):
-        return None
-    return " ".join(item.strip() for item in text.removeprefix("[").removesuffix("]").split("] ["))
-
-
-# Every data check of the pipelines names the data config field that fixes it.
-_DATA_CHECK_MARKERS = ("data config",)
 
 
 # A run of either trainer that fails so ends with one line and exit status 1: what failed and
