@@ -459,9 +459,9 @@ def plot(table: list[dict], path: Path) -> None:
                     axis.errorbar(
                         xs,
                         means,
-                        yerr=[
-                            [m - lo for m, lo in zip(means, lows, strict=True)],
-                            [h - m for m, h in zip(means, highs, strict=True)],
+                        yerr=[  # clipped: a mean of equal values can round past them
+                            [max(0.0, m - lo) for m, lo in zip(means, lows, strict=True)],
+                            [max(0.0, h - m) for m, h in zip(means, highs, strict=True)],
                         ],
                         marker="o",
                         linestyle="-" if not shuffle else ":",

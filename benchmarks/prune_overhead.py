@@ -425,8 +425,9 @@ def plot(summary: dict, path: Path) -> None:
         (axes[1], "wall_speedup", "wall time, full / pruned", 1.45),
     ):
         means = [summary[n][key]["mean"] for n in names]
-        low = [summary[n][key]["mean"] - summary[n][key]["min"] for n in names]
-        high = [summary[n][key]["max"] - summary[n][key]["mean"] for n in names]
+        # Clipped at 0: a mean of equal values can round a hair past them.
+        low = [max(0.0, summary[n][key]["mean"] - summary[n][key]["min"]) for n in names]
+        high = [max(0.0, summary[n][key]["max"] - summary[n][key]["mean"]) for n in names]
         axis.bar(names, means, yerr=[low, high], capsize=4, color="tab:blue")
         axis.axhline(target, color="tab:red", linestyle="--", label=f"target {target}")
         axis.set_title(title)
