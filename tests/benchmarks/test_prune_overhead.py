@@ -83,3 +83,11 @@ def test_decoded_fraction_is_images_read_per_epoch_pruned_over_full(bench):
     assert image["decoded_fraction"] == pytest.approx(0.65)
     assert image["kept_fraction"] == pytest.approx(0.64)
     assert image["wall_speedup"]["mean"] == pytest.approx(1.5)
+
+
+def test_the_plot_takes_a_mean_that_rounds_past_equal_values(bench, tmp_path):
+    # mean(0.1, 0.1, 0.1) is 0.10000000000000002 > max: matplotlib refused the negative bar.
+    spread = {"mean": sum([0.1] * 3) / 3, "min": 0.1, "max": 0.1}
+    summary = {"loop": {"step_time_ratio": spread, "wall_speedup": spread}}
+    bench.plot(summary, tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").stat().st_size > 0
