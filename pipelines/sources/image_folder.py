@@ -129,8 +129,17 @@ def _refuse_unnamed_splits(root: str, classes: list[str], train_split: str, eval
         )
 
 
+def _hidden(relative: str) -> bool:
+    """Whether a relative path has a hidden part (``.ipynb_checkpoints/x.jpg``, ``._x.jpg``)."""
+    return any(part.startswith(".") and part != "." for part in relative.split(os.sep))
+
+
 def _classes(directory: str) -> list[str]:
-    classes = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())
+    # Hidden folders (.ipynb_checkpoints, .git) are no classes, as for Keras'
+    # image_dataset_from_directory: one would shift every label after it.
+    classes = sorted(
+        entry.name for entry in os.scandir(directory) if entry.is_dir() and not _hidden(entry.name)
+    )
     if not classes:
         raise ValueError(
             f"image folder {directory!r} has no class folders; expected "
@@ -154,9 +163,11 @@ def _files(directory, classes, check_against=None) -> list[tuple[str, int]]:
             continue
         found = 0
         for dirpath, _, filenames in sorted(os.walk(class_dir, followlinks=True)):
+            if _hidden(os.path.relpath(dirpath, class_dir)):
+                continue  # e.g. a notebook's .ipynb_checkpoints: copies, not more images
             for filename in sorted(filenames):
                 path = os.path.join(dirpath, filename)
-                if filename.lower().endswith(IMAGE_EXTENSIONS):
+                if filename.lower().endswith(IMAGE_EXTENSIONS) and not _hidden(filename):
                     files.append((path, label))
                     found += 1
                 else:

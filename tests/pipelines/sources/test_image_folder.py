@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from absl import logging
+from keras import utils as keras_utils
 from PIL import Image
 
 import echoing
@@ -129,6 +130,22 @@ def test_keras_layout_holds_out_a_stable_eval_fraction(tmp_path):
     _folder(tmp_path, {"c0/999.jpg": _jpeg(seed=99)})  # adding a file moves no other
     grown = image_folder.load(root, image_size=SIZE, eval_fraction=0.25)
     assert held <= {r["path"] for r in grown.eval.dataset.as_numpy_iterator()}
+
+
+def test_hidden_folders_and_files_are_no_classes_or_images_as_for_keras(tmp_path):
+    # A notebook's .ipynb_checkpoints became class 0 and shifted every label (issue 33).
+    files = {f"{c}/{k}.jpg": _jpeg(seed=k) for c in ("blue", "red") for k in range(3)}
+    files[".ipynb_checkpoints/0-checkpoint.jpg"] = _jpeg(seed=9)
+    files["red/.ipynb_checkpoints/0-checkpoint.jpg"] = _jpeg(seed=9)
+    files["red/._1.jpg"] = b"AppleDouble metadata, not an image"
+    root = _folder(tmp_path, files)
+    source = image_folder.load(root, image_size=SIZE, eval_fraction=0.3)
+    assert list(source.class_names) == ["blue", "red"]
+    splits = (source.train.dataset, source.eval.dataset)
+    paths = sorted(os.path.relpath(r["path"].numpy().decode(), root) for s in splits for r in s)
+    assert paths == sorted(f"{c}/{k}.jpg" for c in ("blue", "red") for k in range(3))
+    keras_classes = keras_utils.image_dataset_from_directory(root, batch_size=None).class_names
+    assert keras_classes == list(source.class_names)
 
 
 def test_png_gray_cmyk_and_tiny_images_decode_to_rgb_at_the_crop_size(tmp_path):
