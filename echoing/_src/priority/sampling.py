@@ -19,8 +19,10 @@ gradient descent", with every computed gradient used, the paper's "aggressive" u
   ``ceil(N / renew)`` steps and the log-linear estimates never extrapolate far;
 * ``top = round(top_ratio * batch_size)`` ids: in ``mode="top_k"`` the largest estimated
   priorities at step ``t`` among the ids not renewed in this step (no duplicates in a batch);
-  in ``mode="proportional"`` drawn with replacement with probability ``q_i ∝ p̂_i^alpha`` over all
-  N ids (Reverb/prioritized-replay style), an unbiased alternative;
+  in ``mode="proportional"`` drawn with replacement with probability
+  ``q_i = 0.9 · p̂_i^alpha / Σ p̂^alpha + 0.1 / N`` over all N ids (Reverb/prioritized-replay
+  style, with a uniform tenth so that an example whose priority is ``<= 0`` is drawn too), an
+  unbiased alternative;
 * the rest, if ``top_ratio + renew_ratio < 1``, drawn uniformly at random (seeded).
 
 ``sample_weight`` is 1 except for proportional draws, which get ``(N·q_i)^-importance_exponent``:
@@ -67,6 +69,9 @@ if TYPE_CHECKING:
     from tensorflow_datasets.core.data_sources.base import BaseDataSource
 
 MODES = ("top_k", "proportional")
+# The uniform share of proportional draws: q_i = (1 - mix) p̂_i^alpha / Σ + mix / N, so every
+# example can be drawn and every weight is at most (1 / mix)^importance_exponent.
+_PROPORTIONAL_UNIFORM_MIX = 0.1
 
 
 class PrioritySampler(tf.Module):
@@ -231,9 +236,13 @@ class PrioritySampler(tf.Module):
         logits = tf.cond(
             tf.reduce_any(tf.math.is_finite(logits)), lambda: logits, lambda: tf.zeros([n])
         )
-        log_probability = logits - tf.reduce_logsumexp(logits)
+        # A uniform share keeps every example drawable: ḡ·g_i <= 0 has no p̂^alpha, and an
+        # example never drawn would bias the weighted mean (q must be > 0 wherever g_i is).
+        mix = _PROPORTIONAL_UNIFORM_MIX
+        probability = (1.0 - mix) * tf.nn.softmax(logits) + mix / n
+        log_probability = tf.math.log(probability)
         top = tf.random.stateless_categorical(
-            logits[None, :],
+            log_probability[None, :],
             self.num_top,
             seed=tf.stack([tf.constant(self.seed, tf.int64) + 1, step]),
             dtype=tf.int64,
