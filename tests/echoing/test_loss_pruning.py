@@ -564,3 +564,16 @@ def test_a_stage_whose_epochs_all_anneal_warns_that_it_prunes_nothing():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         echoing.loss_prune(echoing.LossTable(4), num_epochs=1)  # a fed table prunes epoch 0
+
+
+def test_a_stream_of_nested_inputs_is_pruned_leaf_by_leaf():
+    # A multi-input model's dict of inputs failed in the graph: "unhashable type: 'slice'"
+    # (issue 33); with_ids, echo and LossFeedback all take such elements.
+    n = 300  # groups of 128 straddle the epochs' ends
+    inputs = {"a": np.arange(n, dtype=np.float32)[:, None], "b": np.ones((n, 2), np.float32)}
+    source = echoing.with_ids(tf.data.Dataset.from_tensor_slices((inputs, np.arange(n) % 2)))
+    table = _table(np.linspace(0.0, 1.0, n))
+    kept = list(source.repeat(2).apply(echoing.loss_prune(table, num_epochs=4, seed=0)))
+    assert n < len(kept) < 2 * n
+    for element in kept:
+        assert float(element["inputs"]["a"][0]) == float(element["id"])  # rows stay together

@@ -107,19 +107,17 @@ class StreamPruning:
         size = tf.size(batch[self.id_key], out_type=tf.int64)
         seen = self.seen_inputs.variable.read_value()
         cut = tf.minimum(size, self.examples_per_epoch - seen % self.examples_per_epoch)
-        first = self._keep_part({key: value[:cut] for key, value in batch.items()})
+        # Values may be nested (a multi-input model's dict of inputs): rows are cut leaf-wise.
+        first = self._keep_part(_rows(batch, slice(None, cut)))
 
         def nothing():  # no element of the next epoch: it starts with the next group
-            empty = {key: value[:0] for key, value in batch.items()}
-            return {**empty, "sample_weight": tf.zeros([0], tf.float32)}
+            return {**_rows(batch, slice(0, 0)), "sample_weight": tf.zeros([0], tf.float32)}
 
         with tf.control_dependencies(tf.nest.flatten(first)):
             second = tf.cond(
-                cut < size,
-                lambda: self._keep_part({key: value[cut:] for key, value in batch.items()}),
-                nothing,
+                cut < size, lambda: self._keep_part(_rows(batch, slice(cut, None))), nothing
             )
-        return {key: tf.concat([first[key], second[key]], axis=0) for key in first}
+        return tf.nest.map_structure(lambda a, b: tf.concat([a, b], axis=0), first, second)
 
     def _keep_part(self, batch):
         ids = tf.cast(batch[self.id_key], tf.int64)
@@ -143,9 +141,14 @@ class StreamPruning:
             ),
         ]
         with tf.control_dependencies(updates):
-            kept = {key: tf.boolean_mask(value, keep) for key, value in batch.items()}
+            kept = tf.nest.map_structure(lambda value: tf.boolean_mask(value, keep), batch)
         weight = self._weights(tf.boolean_mask(easy, keep))
         if "sample_weight" in kept:  # an upstream weight (e.g. another filter's) multiplies
             weight *= tf.cast(kept["sample_weight"], tf.float32)
         kept["sample_weight"] = weight
         return kept
+
+
+def _rows(batch: dict, rows: slice) -> dict:
+    """``batch`` (a dict, its values possibly nested) cut to ``rows`` on every leaf."""
+    return tf.nest.map_structure(lambda value: value[rows], batch)
