@@ -260,6 +260,11 @@ def test_factory_errors(factory, kwargs, error, message):
         ),
         ({"x": np.zeros(10), "id": np.arange(10)}, ValueError, "source key 'id' is reserved"),
         ({"sample_weight": np.ones(10)}, ValueError, "source key 'sample_weight' is reserved"),
+        (  # it dumped the arrays in a conversion error (issue 33)
+            {"inputs": {"a": np.zeros(10), "b": np.ones(10)}, "label": np.zeros(10)},
+            TypeError,
+            r"source\['inputs'\] is a mapping of \['a', 'b'\]; a source holds one array per key",
+        ),
     ],
 )
 def test_source_errors(source, error, message):

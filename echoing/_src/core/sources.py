@@ -57,6 +57,14 @@ class ArraySource:
         num_examples = None
         with tf.device("/CPU:0"):
             for key in _selected_keys(list(arrays), keys):
+                if isinstance(arrays[key], Mapping):
+                    raise TypeError(
+                        f"source[{key!r}] is a mapping of {sorted(arrays[key])}; a source holds "
+                        "one array per key. Give each its own key (e.g. {'a': xa, 'b': xb, "
+                        "'label': y}) and regroup them after gathering, e.g. .map(lambda e: "
+                        "{'inputs': {'a': e['a'], 'b': e['b']}, 'label': e['label'], 'id': "
+                        "e['id']})."
+                    )
                 tensor = tf.convert_to_tensor(arrays[key])
                 if tensor.shape.rank == 0:
                     raise ValueError(
