@@ -102,3 +102,16 @@ def test_an_unreadable_result_is_replaced_by_the_whole_runs(finished, load_confi
     rerun = _written(workdir)  # from the checkpoint, which holds the history and the clock
     assert rerun["final_accuracy"] == pytest.approx(first["final_accuracy"])
     assert rerun["history"] == first["history"] and rerun["train_seconds"] == first["train_seconds"]
+
+
+def test_more_workers_than_the_model_has_variables_names_the_flag(load_config, tmp_path):
+    # It said "num_blocks must be between 1 and the number of variables (6), got 8" (issue 33).
+    config = load_config("passm", "smoke")
+    config.passm.num_workers = 8
+    with pytest.raises(ValueError) as raised:
+        async_experiment.train_and_evaluate(config, str(tmp_path))
+    assert str(raised.value) == (
+        "config passm.num_workers=8: PASSM splits the model's variables into one block per "
+        "worker, and mnist1d_mlp has 6; use at most 6 workers (--config.passm.num_workers=6) or "
+        "a model with more variables."
+    )

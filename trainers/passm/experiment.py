@@ -208,6 +208,7 @@ def _make_trainer(config, strategy, data, num_workers: int, backend: str):
         keras.utils.set_random_seed(config.seed)
         return models.build_model(config.model, input_shape, data.num_classes)
 
+    _check_blocks(config, len(model_fn().trainable_variables), num_workers)
     if backend == "shared_memory":
         return passm.SharedMemoryTrainer(
             model_fn,
@@ -225,6 +226,17 @@ def _make_trainer(config, strategy, data, num_workers: int, backend: str):
             steps_per_closure=config.steps_per_closure,
         )
     return parameter_server.SynchronousTrainer(strategy, model_fn, momentum=config.momentum)
+
+
+def _check_blocks(config, num_variables: int, num_workers: int) -> None:
+    """PASSM gives each worker a block of whole variables: at most one worker per variable."""
+    if num_workers > num_variables:
+        raise ValueError(
+            f"config passm.num_workers={num_workers}: PASSM splits the model's variables into "
+            f"one block per worker, and {config.model} has {num_variables}; use at most "
+            f"{num_variables} workers (--config.passm.num_workers={num_variables}) or a model "
+            "with more variables."
+        )
 
 
 def _phases(config, mode: str, num_workers: int) -> list[passm_schedule.Phase]:
