@@ -86,10 +86,13 @@ def _technique_counts(config, step: int) -> dict[str, object]:
         # In-batch selection: the share of each batch the steps' gradients used.
         "select_ratio": config.select_ratio if selecting else None,
         # Fresh examples are counted as rows / the echo factor. That is nominal, and said so,
-        # under AutoEcho (an example-level stage applies a new factor hundreds of elements late)
-        # and with echo and the Assistant's filter, which drops an example's copies one by one.
+        # under AutoEcho (an example-level stage applies a new factor hundreds of elements late),
+        # at a fractional factor (each example repeats floor(e) or ceil(e) times at random) and
+        # with echo and the Assistant's filter, which drops an example's copies one by one.
         "echo_ratio_nominal": bool(
-            config.get("auto_echo_max_factor") or (config.get("assist") and config.echo != 1)
+            config.get("auto_echo_max_factor")
+            or not float(config.echo).is_integer()
+            or (config.get("assist") and config.echo != 1)
         ),
         # The rows the gradients used: the selection's rule, max(1, round(ratio * batch)) per
         # step (on one replica; each replica rounds its share of the batch), not trained * ratio.
@@ -189,8 +192,9 @@ def _ratio(summary: dict[str, object]) -> str:
     if summary.get("echo_ratio_nominal"):
         return (
             f"{summary['echo_ratio']:.2f}, nominal: rows / the echo factor; AutoEcho's stage "
-            "takes a new factor late and a filter after echo drops copies one by one, so more "
-            "fresh examples may lie behind them"
+            "takes a new factor late, a fractional factor repeats each example floor(e) or "
+            "ceil(e) times at random, and a filter after echo drops copies one by one, so other "
+            "counts of fresh examples may lie behind them"
         )
     return f"{summary['echo_ratio']:.2f}"
 

@@ -235,7 +235,7 @@ def test_an_auto_echo_runs_ratio_is_said_to_be_nominal():
 @pytest.mark.parametrize(
     ("argument", "nominal"),
     [("smoke,echo=auto", True), ("smoke,echo=2,assist=1", True), ("smoke,echo=2", False),
-     ("smoke,assist=1", False)],
+     ("smoke,assist=1", False), ("smoke,echo=1.5", True)],
 )  # fmt: skip
 def test_the_ratio_is_nominal_where_rows_over_the_factor_is_not_what_was_consumed(
     load_config, argument, nominal
