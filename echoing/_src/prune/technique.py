@@ -33,6 +33,10 @@ from echoing._src.core.technique import Context, Feedback, Insertion, Technique
 from echoing._src.prune.checks import pruned_epochs
 from echoing._src.prune.loss_pruning import loss_prune
 
+# Pruning that dropped under this share of what it would drop with half of each pruned epoch
+# below the mean (prune_ratio / 2 of those epochs' examples) hardly ran: say so at the end.
+_HARDLY = 0.25
+
 
 class PruningTechnique(Technique):
     """An ``echoing.loss_prune`` stage at ``before_read`` and the ``LossTable`` it reads.
@@ -132,21 +136,24 @@ class PruningTechnique(Technique):
         return {**self.stage.stats(), "prune_epochs_trained": self.stage.epochs_trained()}
 
     def end_note(self) -> str | None:
-        # Kept every example it read over 2+ epochs it could prune: each epoch was decided
-        # from a table empty (or all alike) when the input pipeline opened it.
+        # Kept (nearly) every example it read over 2+ epochs it could prune: the epochs were
+        # decided from a table empty (or stale) when the input pipeline opened them.
         stats = self.stage.stats()
         prunable = pruned_epochs(self.stage.num_epochs, self.stage.anneal_fraction)
-        if not (stats["prune_kept"] == stats["prune_seen"] > 0 and prunable >= 2):
+        if stats["prune_seen"] == 0 or prunable < 2 or self.stage.epochs_trained() < 2:
             return None
-        if self.stage.epochs_trained() < 2:
+        kept = stats["prune_kept"] / stats["prune_seen"]
+        expected_drop = self.stage.prune_ratio / 2 * prunable / self.stage.num_epochs
+        if 1 - kept >= _HARDLY * expected_drop:
             return None
+        share = "every example" if kept == 1 else f"{kept:.0%} of the examples"
         return (
-            "Pruning kept every example it read: it decides each epoch when the input "
+            f"Pruning kept {share} it read: it decides each epoch when the input "
             "pipeline opens it, from the losses training has reported by then, and on this "
             f"data set ({self.table.num_examples} examples) the pipeline, reading ahead, and "
             "the loops, reporting losses when they end (every steps_per_loop steps), were an "
-            "epoch or more apart, so it found no losses to prune by. Pruning pays on data sets "
-            "many loops long: lower --config.steps_per_loop, or train on more data."
+            "epoch or more apart, so it found few or no losses to prune by. Pruning pays on "
+            "data sets many loops long: lower --config.steps_per_loop, or train on more data."
         )
 
 
