@@ -209,6 +209,17 @@ def from_config(context: Context) -> PriorityTechnique | None:
     config = context.config
     if not config.priority:
         return None
+    if config.strategy in ("mirrored", "multi_worker"):
+        # The distributed iterator reads ahead even without prefetching to the devices.
+        warnings.warn(
+            f"config priority=True with strategy={config.strategy!r}: the distributed input "
+            "reads about two batches ahead of the steps, so the sampler picks each batch from "
+            "priorities about two steps old, and top-k batches repeat (measured with "
+            "top_ratio=1: 224 examples reached in 20 steps, against 608 on the default "
+            "strategy). For exact selection, train on one device with --strategy=default.",
+            UserWarning,
+            stacklevel=2,
+        )
     return PriorityTechnique(
         context.examples(),
         global_batch_size=config.data.batch_size,
