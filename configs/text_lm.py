@@ -14,8 +14,9 @@ learned from the train lines, stored under the data directory), cut into windows
 tokens, batched by similar length and padded. The run reports next-token accuracy and
 perplexity (exp of the mean per-token eval loss).
 
-Arguments: ``echo`` (a factor, or ``auto`` with ``max_echo``), ``insert`` (``after_read``: the
-raw line, tokenized again per repeat | ``after_decode``: the token ids | ``after_batch``),
+Arguments: ``echo`` (a factor, or ``auto`` with ``max_echo``), ``insert`` (``after_read``:
+the token-id windows as read, tokenized once when the text loads | ``after_decode``: the
+decoded examples | ``after_batch``),
 ``buffer`` (shuffle after echo), ``prune``, ``prune_ratio``, ``assist`` (an Assistant filter
 scoring each line's bag of words, ``echoing.BagOfWords``), ``smoke``.
 """
