@@ -185,8 +185,8 @@ def _check_trainer(config: ml_collections.ConfigDict) -> None:
     if json.loads(config.passm.to_json()) != json.loads(passm_config.default_section().to_json()):
         raise ValueError(
             "config passm.* fields apply to trainer='passm' (the asynchronous trainer), and this "
-            "config trains with trainer='sync'; drop the passm overrides or set "
-            "--config.trainer=passm."
+            "config trains with trainer='sync'; drop the passm overrides, or run the "
+            "asynchronous trainer's config: --config=configs/passm.py."
         )
 
 

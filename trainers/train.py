@@ -184,6 +184,7 @@ def _main(argv: list[str]) -> None:
     if passm_config.is_passm(config):
         # configs/passm.py and the like (trainer = "passm"): the asynchronous trainer.
         conflict = flag_errors.not_for_passm(diagnose=_DIAGNOSE.value, eval_only=_EVAL_ONLY.value)
+        conflict = conflict or passm_config.unread_overrides(_overrides())
         if conflict:
             raise app.UsageError(conflict)
         with one_line_errors.reported(verbose=_VERBOSE.value):

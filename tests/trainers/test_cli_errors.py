@@ -259,3 +259,40 @@ def test_the_binary_refuses_an_echo_insertion_point_with_echo_off_in_one_line(
     shown = capsys.readouterr().err.strip()
     assert shown.startswith("error: --config.echo_insert=after_batch places the echo stage"), shown
     assert not os.path.exists(tmp_path / "checkpoints")
+
+
+@pytest.mark.parametrize(
+    ("flags_given", "named"),
+    [
+        (["--config.weight_decay=0.5"], "--config.weight_decay: "),
+        (
+            ["--config.data.source=image_folder", "--config.data.image_dir=/x"],
+            "--config.data.image_dir, --config.data.source: ",
+        ),
+        (["--config.stop_at_target=True"], "--config.stop_at_target: "),
+        (["--config.checkpoint_every_steps=2"], "--config.checkpoint_every_steps: "),
+    ],
+)
+def test_a_field_the_asynchronous_trainer_does_not_read_is_refused(
+    flags_given, named, parse_binary_flags, capsys, tmp_path
+):
+    # PASSM trained on MNIST-1D with --config.data.source=image_folder given, and without the
+    # weight decay, the target stop or the checkpoint cadence asked for, in silence (issue 33).
+    argv = ["train", f"--config={PASSM}:smoke", f"--workdir={tmp_path}", *flags_given]
+    parse_binary_flags(argv)
+    with pytest.raises(SystemExit) as raised:
+        train.main(["train"])
+    assert raised.value.code == 2
+    shown = capsys.readouterr().err.strip()
+    assert shown.startswith(f"error: {named}the asynchronous trainer (trainer='passm') does not")
+    assert not os.path.exists(tmp_path / "checkpoints")
+
+
+def test_fields_the_asynchronous_trainer_reads_are_accepted():
+    from trainers.passm import config as passm_config
+
+    read = {"learning_rate": 0.05, "num_steps": 4, "data.num_train": 100, "passm.mode": "assm"}
+    assert passm_config.unread_overrides({**read, "strategy": "default", "echo": 1.0}) is None
+    assert passm_config.unread_overrides({"trainer": "passm"}).startswith(
+        "--config.trainer=passm: the asynchronous trainer reads only some of a config's fields"
+    )

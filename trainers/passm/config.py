@@ -166,6 +166,34 @@ def as_run_config_names(differences: list[str]) -> list[str]:
     return named
 
 
+def unread_overrides(overrides: dict) -> str | None:
+    """The one line for command-line overrides (``--config.KEY``, from ``overrides``) of
+    fields the asynchronous trainer does not read, which it would ignore without a word
+    (another data source, weight decay, checkpoint cadence); None when it reads them all. A
+    synchronous config switched over with ``--config.trainer=passm`` is refused too: its own
+    fields (augmentation, warm-up) would be dropped the same way."""
+    if "trainer" in overrides:
+        return (
+            "--config.trainer=passm: the asynchronous trainer reads only some of a config's "
+            "fields (its data set is generated: configs/passm.py's passm.dataset), so this "
+            "config's others would be ignored; run --config=configs/passm.py with "
+            "--config.passm.* and the fields it reads instead."
+        )
+    read = {*_FLAT_PATHS.values(), *LEGACY_KEYS, *TECHNIQUE_SWITCHES, "strategy"}
+    unread = sorted(key for key in overrides if key not in read and not key.startswith("passm."))
+    if not unread:
+        return None
+    flags = ", ".join(f"--config.{key}" for key in unread)
+    fields = ", ".join(sorted(path for path in set(_FLAT_PATHS.values()) if "." not in path))
+    return (
+        f"{flags}: the asynchronous trainer (trainer='passm') does not read "
+        f"{'this field' if len(unread) == 1 else 'these fields'}, and would train without "
+        f"{'it' if len(unread) == 1 else 'them'}. It reads {fields}, data.num_train, "
+        "data.num_eval, data.batch_size and config.passm.* (its data set is generated, "
+        "passm.dataset); drop the flag, or train with a synchronous config."
+    )
+
+
 def _read(config: ml_collections.ConfigDict, path: str):
     """``config``'s field at a dotted ``path``, e.g. ``"passm.mode"``."""
     for key in path.split("."):
