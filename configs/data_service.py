@@ -38,6 +38,10 @@ def get_config(arg: str | None = None):
     config.data.service_processing_mode = args.get("mode", "parallel_epochs")
     config.echo = args.get("echo", 2.0)
     config.echo_insert = args.get("insert", "after_augment")
+    # Shuffles an example's copies apart (echo feeding batch() alone puts them in one batch);
+    # whole batches need none.
+    if config.echo != 1 and config.echo_insert != "after_batch":
+        config.echo_buffer_size = 1000
     # The input position lives in the service's job, which a trainer checkpoint cannot save.
     config.checkpoint_iterator = False
     return config
