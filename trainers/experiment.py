@@ -351,6 +351,9 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
             explanation = workdir_config.explain(differences, evaluating=True)
             what = f"{explanation} What failed: {error}" if explanation else str(error)
             raise checkpointing.CheckpointRestoreError(what) from None
+        note = workdir_config.evaluation_note(workdir_config.changes(config, workdir))
+        if note:
+            print(note, file=sys.stderr)
         evaluation = trainer.evaluate()
     loss = evaluation["eval_loss"]
     return {

@@ -184,6 +184,24 @@ def resume_warning(differences: list[str]) -> str | None:
     )
 
 
+def evaluation_note(differences: list[str]) -> str | None:
+    """For ``--eval_only`` whose checkpoint fit: the config or data changes (``changes``) that
+    can move the figures (another eval split or size, data, seed), or None. When the run ends,
+    evaluates, saves or logs, and the evaluation batch size, change nothing evaluated."""
+    changed = [d for d in differences if not _resumable(d) and _key(d) not in EVALUATION_ONLY]
+    if not changed:
+        return None
+    return (
+        f"Note: this config or data differs from what the workdir's run trained with "
+        f"({FILENAME}) in {_listed(changed)}: the figures are for this config's evaluation, "
+        "not the run's; pass the run's --config to evaluate as it did."
+    )
+
+
+def _key(difference: str) -> str:
+    return difference.split(":", 1)[0]
+
+
 def _resumable(difference: str) -> bool:
     """Whether a resume may make the change ``difference`` ("key: old -> new"): a ``RESUMABLE``
     field's, except echo turned on or off (echo 1 has no echo stage in the input pipeline, whose

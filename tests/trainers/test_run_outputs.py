@@ -178,3 +178,21 @@ def test_the_evaluation_line_says_what_it_counted(perplexity, counted):
         "eval_examples": 200 if perplexity is None else 822,
     }  # fmt: skip
     assert experiment.format_evaluation(result).endswith(counted)
+
+
+def test_an_evaluation_with_another_eval_split_says_so(finished_run, capsys):
+    # --eval_only with another config evaluated another eval split (10,000 examples instead of
+    # the run's 200) without a word (issue 33); the evaluation batch size changes nothing.
+    config, workdir, _, _, _ = finished_run
+    same = config.copy_and_resolve_references()
+    same.data.eval_batch_size = 50
+    experiment.evaluate(same, workdir)
+    assert "Note: this config" not in capsys.readouterr().err
+    other = config.copy_and_resolve_references()
+    other.data.num_eval = 100
+    assert experiment.evaluate(other, workdir)["eval_examples"] == 100
+    assert (
+        "Note: this config or data differs from what the workdir's run trained with "
+        "(config.json) in data.num_eval: 200 -> 100: the figures are for this config's "
+        "evaluation, not the run's"
+    ) in capsys.readouterr().err
