@@ -192,6 +192,27 @@ def echo_insert_without_echo(config, argv: Sequence[str], overrides: dict) -> st
     )
 
 
+def unread_data_flags(source: str, overrides: dict) -> str | None:
+    """The one line for ``--config.data.*`` overrides of fields that the config's data
+    ``source`` does not read (``--config.data.name=cifar10`` on MNIST-1D, which is generated):
+    the run would train on its source without them. None when the source reads them all."""
+    from pipelines import config as data_config
+
+    given = [key.removeprefix("data.") for key in overrides if key.startswith("data.")]
+    unread = data_config.unread_by_source(source, given)
+    if not unread:
+        return None
+    flags = ", ".join(f"--config.data.{key}" for key in unread)
+    reads = ", ".join(sorted(data_config.SOURCE_FIELDS[source]))
+    return (
+        f"{flags}: the data source {source!r} does not read "
+        f"{'this field' if len(unread) == 1 else 'these fields'}, so the run would train without "
+        f"{'it' if len(unread) == 1 else 'them'}; it reads {reads}. Drop the flag, or set "
+        "--config.data.source to the source that reads it (tfds, tfrecord, image_folder, text, "
+        "arrays, mnist1d)."
+    )
+
+
 def not_for_passm(*, diagnose: bool, eval_only: bool) -> str | None:
     """Why ``--diagnose`` or ``--eval_only`` cannot go with a PASSM config (trainer='passm'),
     and what to do instead; None when neither is given."""

@@ -201,6 +201,7 @@ def _main(argv: list[str]) -> None:
         _move_echo_flags(config)
         _rename_priority_flags(config)
         unused = flag_errors.echo_insert_without_echo(config, sys.argv, _overrides())
+        unused = unused or flag_errors.unread_data_flags(config.data.source, _overrides())
         if unused:
             raise app.UsageError(unused)
         _scale_default_warmup(config, quiet=_EVAL_ONLY.value)

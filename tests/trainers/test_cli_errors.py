@@ -296,3 +296,38 @@ def test_fields_the_asynchronous_trainer_reads_are_accepted():
     assert passm_config.unread_overrides({"trainer": "passm"}).startswith(
         "--config.trainer=passm: the asynchronous trainer reads only some of a config's fields"
     )
+
+
+@pytest.mark.parametrize(
+    ("source", "flags_given", "named"),
+    [
+        ("mnist1d", {"data.name": "cifar10"}, "--config.data.name: the data source 'mnist1d'"),
+        (
+            "mnist1d",
+            {"data.num_classes": 3, "data.eval_split": "train"},
+            "--config.data.eval_split, --config.data.num_classes: the data source 'mnist1d'",
+        ),
+        ("tfds", {"data.image_dir": "/x"}, "--config.data.image_dir: the data source 'tfds'"),
+    ],
+)
+def test_a_data_field_the_source_does_not_read_is_refused(source, flags_given, named):
+    # --config.data.name=cifar10 on MNIST-1D trained on MNIST-1D, headed "on cifar10" (issue 33).
+    shown = flag_errors.unread_data_flags(source, flags_given)
+    assert shown.startswith(named) and "does not read" in shown
+
+
+def test_data_fields_the_source_reads_and_those_of_every_source_are_accepted():
+    every = {"data.batch_size": 8, "data.shuffle_buffer": 0, "data.data_dir": "/x"}
+    assert flag_errors.unread_data_flags("mnist1d", {**every, "data.num_train": 10}) is None
+    assert flag_errors.unread_data_flags("tfds", {"data.name": "mnist", **every}) is None
+
+
+def test_an_old_passm_key_and_its_new_name_together_are_refused():
+    # The old key silently won: eval_every=4 over eval_every_steps=6 (issue 33).
+    from trainers.passm import config as passm_config
+
+    shown = passm_config.unread_overrides({"eval_every": 4, "eval_every_steps": 6})
+    assert shown == (
+        "--config.eval_every and --config.eval_every_steps both set eval_every_steps; keep only "
+        "--config.eval_every_steps (--config.eval_every is its old name)."
+    )

@@ -179,6 +179,15 @@ def unread_overrides(overrides: dict) -> str | None:
             "config's others would be ignored; run --config=configs/passm.py with "
             "--config.passm.* and the fields it reads instead."
         )
+    twice = [
+        key for key, (path, _) in LEGACY_KEYS.items() if key in overrides and path in overrides
+    ]
+    if twice:
+        key, path = twice[0], LEGACY_KEYS[twice[0]][0]
+        return (
+            f"--config.{key} and --config.{path} both set {path}; keep only --config.{path} "
+            f"(--config.{key} is its old name)."
+        )
     read = {*_FLAT_PATHS.values(), *LEGACY_KEYS, *TECHNIQUE_SWITCHES, "strategy"}
     unread = sorted(key for key in overrides if key not in read and not key.startswith("passm."))
     if not unread:
