@@ -208,7 +208,8 @@ def _make_trainer(config, strategy, data, num_workers: int, backend: str):
         keras.utils.set_random_seed(config.seed)
         return models.build_model(config.model, input_shape, data.num_classes)
 
-    _check_blocks(config, len(model_fn().trainable_variables), num_workers)
+    if num_workers > 1:  # one worker takes the whole model: no model built just to count
+        _check_blocks(config, len(model_fn().trainable_variables), num_workers)
     if backend == "shared_memory":
         return passm.SharedMemoryTrainer(
             model_fn,

@@ -108,14 +108,14 @@ class StreamPruning:
         seen = self.seen_inputs.variable.read_value()
         cut = tf.minimum(size, self.examples_per_epoch - seen % self.examples_per_epoch)
         # Values may be nested (a multi-input model's dict of inputs): rows are cut leaf-wise.
-        first = self._keep_part(_rows(batch, slice(None, cut)))
+        first = self._keep_part(_sliced(batch, slice(None, cut)))
 
         def nothing():  # no element of the next epoch: it starts with the next group
-            return {**_rows(batch, slice(0, 0)), "sample_weight": tf.zeros([0], tf.float32)}
+            return {**_sliced(batch, slice(0, 0)), "sample_weight": tf.zeros([0], tf.float32)}
 
         with tf.control_dependencies(tf.nest.flatten(first)):
             second = tf.cond(
-                cut < size, lambda: self._keep_part(_rows(batch, slice(cut, None))), nothing
+                cut < size, lambda: self._keep_part(_sliced(batch, slice(cut, None))), nothing
             )
         return tf.nest.map_structure(lambda a, b: tf.concat([a, b], axis=0), first, second)
 
@@ -149,6 +149,6 @@ class StreamPruning:
         return kept
 
 
-def _rows(batch: dict, rows: slice) -> dict:
+def _sliced(batch: dict, rows: slice) -> dict:
     """``batch`` (a dict, its values possibly nested) cut to ``rows`` on every leaf."""
     return tf.nest.map_structure(lambda value: value[rows], batch)
