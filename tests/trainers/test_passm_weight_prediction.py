@@ -142,4 +142,5 @@ def test_the_smoke_config_trains_with_weight_prediction(load_config):
     config.passm.weight_prediction, config.passm.mode = True, "passm_plus"
     result = async_experiment.train_and_evaluate(config, None)
     assert result["backend"] == "shared_memory"
+    assert result["strategy"] is None  # threads of this process, no tf.distribute strategy
     assert result["updates_applied"] == config.num_steps

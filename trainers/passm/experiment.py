@@ -122,7 +122,8 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
         mode=mode,
         requested_mode=config.mode,
         backend=backend,
-        strategy=type(trainer.strategy).__name__,
+        # Shared-memory workers are threads of this process, under no tf.distribute strategy.
+        strategy=None if backend == "shared_memory" else type(trainer.strategy).__name__,
         num_workers=num_workers,
         phases=[dataclasses.asdict(p) for p in phases],
     )
