@@ -155,35 +155,6 @@ def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.Con
     return resolved
 
 
-# The fields each source reads, of those that choose or shape the data; the others (batching,
-# shuffling, parallelism, data_dir, the service) apply to every source.
-SOURCE_FIELDS = {
-    "mnist1d": {"num_train", "num_eval"},
-    "arrays": {"train_arrays", "eval_arrays", "num_classes"},
-    "image_folder": {
-        *("image_dir", "num_train", "num_eval", "image_size", "train_split", "eval_split"),
-        *("eval_fraction", "skip_corrupt"),
-    },
-    "text": {
-        *("name", "train_split", "eval_split", "train_files", "eval_files", "num_train"),
-        *("num_eval", "text_max_length", "vocab_size", "gcs_request_attempts"),
-    },
-    "tfds": {"name", "train_split", "eval_split", "num_classes", "image_size"},
-    "tfrecord": {
-        *("train_files", "eval_files", "num_classes", "image_size", "skip_corrupt"),
-        *("gcs_request_attempts", "gcs_read_attempts", "gcs_retry_delay"),
-        *("gcs_max_retry_delay", "gcs_block_size"),
-    },
-}
-
-
-def unread_by_source(source: str, keys) -> list[str]:
-    """Of the data-config ``keys``, those that only other sources read: set for ``source``,
-    they would be ignored (e.g. ``name`` for MNIST-1D, which is generated)."""
-    chosen = set().union(*SOURCE_FIELDS.values())
-    return sorted(key for key in keys if key in chosen and key not in SOURCE_FIELDS[source])
-
-
 # The data-config keys echo moved out of (see default_data_config); the run config's echo
 # technique has the same three names.
 MOVED_ECHO_KEYS = ("echo", "echo_insert", "echo_buffer_size")

@@ -50,7 +50,7 @@ from echoing import meters as echo_meters
 from echoing._src.core.meters import checkpointable
 from echoing._src.core.technique import Insertion, check_insertions
 from echoing._src.core.types import DatasetTransformation
-from pipelines import augment, service, sources
+from pipelines import augment, service, source_fields, sources
 from pipelines.config import moved_echo_fields, resolve_data_config
 from pipelines.pipeline import Pipeline, Stage
 
@@ -175,6 +175,7 @@ def make_datasets(
         )
     insertions = check_insertions(insertions)
     config = resolve_data_config(data_config)
+    source_fields.warn_set_for_other_sources(config)
     insertions = (*_moved_echo(config, seed), *insertions)
     batch_size = _per_replica(config.batch_size, "batch_size", input_context)
     eval_batch_size = _per_replica(config.eval_batch_size, "eval_batch_size", input_context)

@@ -83,7 +83,9 @@ def build_trainer(
 
 def headline(config, techniques, workdir: str) -> str:
     """One line saying what this run trains, on what, for how long, and where it writes."""
-    data = config.data.name or config.data.source
+    # A TFDS name only where the source reads one (a stray name is warned about, not trained on).
+    data = config.data.name if config.data.source in ("tfds", "text") else ""
+    data = data or config.data.source
     used = ", ".join(technique.name for technique in techniques if technique.name != "stages")
     return (
         f"Training {config.model} on {data} (batch {config.data.batch_size}) for "

@@ -192,25 +192,37 @@ def echo_insert_without_echo(config, argv: Sequence[str], overrides: dict) -> st
     )
 
 
-def unread_data_flags(source: str, overrides: dict) -> str | None:
-    """The one line for ``--config.data.*`` overrides of fields that the config's data
-    ``source`` does not read (``--config.data.name=cifar10`` on MNIST-1D, which is generated):
-    the run would train on its source without them. None when the source reads them all."""
-    from pipelines import config as data_config
+def unread_data_flags(data, overrides: dict) -> str | None:
+    """The one line for ``--config.data.*`` overrides of fields that the data config ``data``
+    does not read (``--config.data.name=cifar10`` on MNIST-1D, which is generated;
+    ``--config.data.num_train`` with an ``image_dir``, whose images are all used): the run would
+    train without them. None when it reads them all."""
+    from pipelines import source_fields
 
     given = [key.removeprefix("data.") for key in overrides if key.startswith("data.")]
-    unread = data_config.unread_by_source(source, given)
+    unread = source_fields.unread_fields(data, given)
     if not unread:
         return None
     flags = ", ".join(f"--config.data.{key}" for key in unread)
-    reads = ", ".join(sorted(data_config.SOURCE_FIELDS[source]))
+    reads = ", ".join(sorted(source_fields.fields_read(data)))
     return (
-        f"{flags}: the data source {source!r} does not read "
-        f"{'this field' if len(unread) == 1 else 'these fields'}, so the run would train without "
-        f"{'it' if len(unread) == 1 else 'them'}; it reads {reads}. Drop the flag, or set "
-        "--config.data.source to the source that reads it (tfds, tfrecord, image_folder, text, "
-        "arrays, mnist1d)."
+        f"{flags}: the data source {data.source!r} "
+        f"{_selected_by(data)}does not read {'this field' if len(unread) == 1 else 'these fields'}"
+        f", so the run would train without {'it' if len(unread) == 1 else 'them'}; it reads "
+        f"{reads}. Drop the flag, or set --config.data.source to the source that reads it "
+        "(tfds, tfrecord, image_folder, text, arrays, mnist1d)."
     )
+
+
+def _selected_by(data) -> str:
+    """What makes a source skip fields it reads otherwise, as the clause after its name."""
+    if data.source == "image_folder" and data.image_dir:
+        return f"at --config.data.image_dir={data.image_dir} (every image there is used) "
+    if data.source == "text" and data.name:
+        return f"reading the TFDS dataset --config.data.name={data.name} "
+    if data.source == "text" and data.train_files:
+        return "reading --config.data.train_files and eval_files "
+    return ""
 
 
 def not_for_passm(*, diagnose: bool, eval_only: bool) -> str | None:

@@ -201,9 +201,10 @@ def _main(argv: list[str]) -> None:
         _move_echo_flags(config)
         _rename_priority_flags(config)
         unused = flag_errors.echo_insert_without_echo(config, sys.argv, _overrides())
-        unused = unused or flag_errors.unread_data_flags(config.data.source, _overrides())
+        unused = unused or flag_errors.unread_data_flags(config.data, _overrides())
         if unused:
             raise app.UsageError(unused)
+        _drop_fields_of_the_replaced_source(config)
         _scale_default_warmup(config, quiet=_EVAL_ONLY.value)
         with one_line_errors.reported(verbose=_VERBOSE.value):
             if _DIAGNOSE.value:
@@ -226,6 +227,21 @@ def _rename_priority_flags(config) -> None:
 
 def _overrides() -> dict:
     return config_flags.get_override_values(flags.FLAGS[_CONFIG.name])
+
+
+def _drop_fields_of_the_replaced_source(config) -> None:
+    """With ``--config.data.source`` given, the config file's fields for the source it replaced
+    (configs/image_folder.py's photo-set sizes under ``--config.data.source=tfrecord``) go back
+    to their defaults: the user switched them off with the source, so they are not warned about
+    (``source_fields.warn_set_for_other_sources``), as a file's own stray field is."""
+    from pipelines import config as data_config
+    from pipelines import source_fields
+
+    if "data.source" not in _overrides():
+        return
+    defaults = data_config.default_data_config()
+    for key in source_fields.set_for_other_sources(config.data):
+        config.data[key] = defaults[key]
 
 
 def _scale_default_warmup(config, *, quiet: bool) -> None:

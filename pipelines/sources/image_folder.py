@@ -52,6 +52,10 @@ CHANNELS = 3
 _SCANS: dict[tuple[tuple[str, int], ...], tuple[list[tuple[str, int]], ReadStats]] = {}
 
 
+# The share of a folder of class folders held out for eval, unless the config says otherwise.
+DEFAULT_EVAL_FRACTION = 0.1
+
+
 @dataclasses.dataclass(frozen=True)
 class ImageFolderSource(Source):
     """A ``Source`` with the names of its classes (the trainer writes them beside the model).
@@ -70,7 +74,7 @@ def load(
     image_size: int,
     train_split: str = "train",
     eval_split: str = "test",
-    eval_fraction: float = 0.1,
+    eval_fraction: float = DEFAULT_EVAL_FRACTION,
     skip_corrupt: bool = False,
 ) -> ImageFolderSource:
     """Returns the source over the image folder ``root`` (see the module docstring).
@@ -86,6 +90,7 @@ def load(
         )
     train_dir, eval_dir = os.path.join(root, train_split), os.path.join(root, eval_split)
     if os.path.isdir(train_dir) and os.path.isdir(eval_dir):
+        _refuse_eval_fraction(root, train_split, eval_split, eval_fraction)
         classes = _classes(train_dir)
         train_files = _files(train_dir, classes)
         eval_files = _files(eval_dir, classes, check_against=_classes(eval_dir))
@@ -109,23 +114,51 @@ def load(
     )
 
 
-# Folder names that mean an eval split beside a train split (Keras, TFDS and ImageNet's own).
+# Folder names that mean a train or an eval split (Keras, TFDS and ImageNet's own).
+_TRAIN_SPLIT_NAMES = ("train", "training")
 _EVAL_SPLIT_NAMES = ("val", "valid", "validation", "eval", "test", "dev")
 
 
 def _refuse_unnamed_splits(root: str, classes: list[str], train_split: str, eval_split: str):
-    """Refuses ``root/<train_split>`` beside a folder named like an eval split other than
-    ``eval_split`` (``train/`` and ``val/``): read as classes, the run would learn to tell the
-    splits apart, two "classes", and its accuracy would say nothing."""
-    if train_split not in classes:
-        return
-    splits = [name for name in classes if name.lower() in _EVAL_SPLIT_NAMES]
-    if splits:
+    """Refuses a folder read as class folders whose folders are splits, or that lacks the split
+    folders the config names: read as classes, ``train/`` and ``test/`` would teach the run to
+    tell the splits apart, two "classes", and its accuracy would say nothing."""
+    lower = {name.lower(): name for name in classes}
+    trains = [lower[name] for name in (train_split.lower(), *_TRAIN_SPLIT_NAMES) if name in lower]
+    evals = [lower[name] for name in (eval_split.lower(), *_EVAL_SPLIT_NAMES) if name in lower]
+    if trains and evals:
         raise ValueError(
-            f"image folder {root!r} holds {train_split!r} and {splits[0]!r} folders, which look "
-            f"like splits, but data.eval_split is {eval_split!r}, so they would be read as "
-            f"classes ({classes}); set --config.data.eval_split={splits[0]} to read them as "
-            "the train and eval splits."
+            f"image folder {root!r} holds {trains[0]!r} and {evals[0]!r} folders, which look like "
+            f"splits, but data config train_split={train_split!r} and eval_split={eval_split!r} "
+            f"do not both name them, so they would be read as classes ({classes}); set "
+            f"train_split={trains[0]!r} and eval_split={evals[0]!r} to read them as the splits."
+        )
+    if (train_split, eval_split) != ("train", "test"):  # the config asks for split folders
+        # The first absent folder (one is, or the folder would have the split layout), a name
+        # the config changed before a default.
+        pairs = [("train_split", train_split, "train"), ("eval_split", eval_split, "test")]
+        key, name = next(
+            (key, name)
+            for key, name, default in sorted(pairs, key=lambda pair: pair[1] == pair[2])
+            if name not in classes
+        )
+        raise ValueError(
+            f"image folder {root!r} has no split folder {name!r} (data config {key}); its "
+            f"folders, read as classes, are {classes}. Name its split folders with train_split "
+            "and eval_split, or leave both at their defaults ('train', 'test') for a folder of "
+            "class folders, whose eval split is held out by eval_fraction."
+        )
+
+
+def _refuse_eval_fraction(root: str, train_split: str, eval_split: str, eval_fraction: float):
+    """Refuses an ``eval_fraction`` other than its default for a folder with split folders,
+    whose eval split is its own folder: the fraction would be ignored."""
+    if eval_fraction != DEFAULT_EVAL_FRACTION:
+        raise ValueError(
+            f"data config eval_fraction={eval_fraction!r} holds out a share of a folder of class "
+            f"folders, but image folder {root!r} has the split folders {train_split!r} and "
+            f"{eval_split!r}, whose {eval_split!r} is the eval split; leave eval_fraction at "
+            f"its default, {DEFAULT_EVAL_FRACTION}."
         )
 
 

@@ -298,28 +298,72 @@ def test_fields_the_asynchronous_trainer_reads_are_accepted():
     )
 
 
+def _data(**fields):
+    import pipelines
+
+    config = pipelines.default_data_config()
+    config.update(fields)
+    return config
+
+
 @pytest.mark.parametrize(
-    ("source", "flags_given", "named"),
+    ("fields", "flags_given", "named"),
     [
-        ("mnist1d", {"data.name": "cifar10"}, "--config.data.name: the data source 'mnist1d'"),
+        ({}, {"data.name": "cifar10"}, "--config.data.name: the data source 'mnist1d' does not"),
         (
-            "mnist1d",
+            {},
             {"data.num_classes": 3, "data.eval_split": "train"},
-            "--config.data.eval_split, --config.data.num_classes: the data source 'mnist1d'",
+            "--config.data.eval_split, --config.data.num_classes: the data source 'mnist1d' does",
         ),
-        ("tfds", {"data.image_dir": "/x"}, "--config.data.image_dir: the data source 'tfds'"),
+        (
+            {"source": "tfds", "name": "mnist"},
+            {"data.image_dir": "/x"},
+            "--config.data.image_dir: the data source 'tfds' does not read",
+        ),
+        (  # every image under image_dir is used: num_train sizes the embedded photo set only
+            {"source": "image_folder", "image_dir": "/photos"},
+            {"data.num_train": 50},
+            "--config.data.num_train: the data source 'image_folder' at "
+            "--config.data.image_dir=/photos (every image there is used) does not read this",
+        ),
+        (
+            {"source": "text", "name": "lm1b"},
+            {"data.num_eval": 5},
+            "--config.data.num_eval: the data source 'text' reading the TFDS dataset "
+            "--config.data.name=lm1b does not read this field",
+        ),
     ],
 )
-def test_a_data_field_the_source_does_not_read_is_refused(source, flags_given, named):
+def test_a_data_field_the_source_does_not_read_is_refused(fields, flags_given, named):
     # --config.data.name=cifar10 on MNIST-1D trained on MNIST-1D, headed "on cifar10" (issue 33).
-    shown = flag_errors.unread_data_flags(source, flags_given)
-    assert shown.startswith(named) and "does not read" in shown
+    shown = flag_errors.unread_data_flags(_data(**fields), flags_given)
+    assert shown.startswith(named), shown
 
 
 def test_data_fields_the_source_reads_and_those_of_every_source_are_accepted():
     every = {"data.batch_size": 8, "data.shuffle_buffer": 0, "data.data_dir": "/x"}
-    assert flag_errors.unread_data_flags("mnist1d", {**every, "data.num_train": 10}) is None
-    assert flag_errors.unread_data_flags("tfds", {"data.name": "mnist", **every}) is None
+    assert flag_errors.unread_data_flags(_data(), {**every, "data.num_train": 10}) is None
+    tfds = _data(source="tfds", name="mnist")
+    assert flag_errors.unread_data_flags(tfds, {"data.name": "mnist", **every}) is None
+    photos = _data(source="image_folder")  # the embedded photo set: num_train sizes it
+    assert flag_errors.unread_data_flags(photos, {"data.num_train": 10}) is None
+
+
+def test_switching_the_source_drops_the_config_files_fields_for_the_old_one(parse_binary_flags):
+    # docs/training_binary.md's command: configs/image_folder.py's photo-set sizes do not apply
+    # to TFRecords; the user switched them off with the source, so they are not warned about.
+    folder = os.path.join(REPOSITORY, "configs", "image_folder.py")
+    argv = ["train", f"--config={folder}", "--workdir=/tmp/x", "--config.data.source=tfrecord"]
+    config = parse_binary_flags(argv)
+    assert config.data.num_train == 2_000
+    train._drop_fields_of_the_replaced_source(config)
+    assert (config.data.num_train, config.data.num_eval) == (40_000, 10_000)  # the defaults
+    assert config.data.image_size == 64  # TFRecords read it too
+    # A config file's own stray field (its source not switched) is kept, and warned about.
+    config = parse_binary_flags(["train", f"--config={folder}", "--workdir=/tmp/x"])
+    config.data.name = "cifar10"
+    train._drop_fields_of_the_replaced_source(config)
+    assert config.data.name == "cifar10"
 
 
 def test_an_old_passm_key_and_its_new_name_together_are_refused():
@@ -331,3 +375,19 @@ def test_an_old_passm_key_and_its_new_name_together_are_refused():
         "--config.eval_every and --config.eval_every_steps both set eval_every_steps; keep only "
         "--config.eval_every_steps (--config.eval_every is its old name)."
     )
+
+
+@pytest.mark.parametrize(
+    ("fields", "shown"),
+    [
+        ({"name": "cifar10"}, "on mnist1d (batch"),  # a stray name is not what trains
+        ({"source": "tfds", "name": "cifar10"}, "on cifar10 (batch"),
+        ({"source": "tfrecord"}, "on tfrecord (batch"),
+    ],
+)
+def test_the_headline_names_the_data_the_source_reads(load_config, fields, shown):
+    from trainers import build
+
+    config = load_config("mnist1d", "smoke")
+    config.data.update(fields)
+    assert shown in build.headline(config, [], "/tmp/x")

@@ -159,6 +159,28 @@ def test_a_passm_config_refuses_a_technique_it_would_ignore(load_config, key, va
     )
 
 
+def test_a_passm_config_files_fields_it_does_not_read_are_warned_about(load_config):
+    # A config file's weight_decay or data.source trained without them, without a word; the
+    # binary refuses them as flags (unread_overrides), and a file's are now named (issue 33).
+    config = load_config("passm", "smoke")
+    config.weight_decay, config.data.source, config.prune_ratio = 1e-3, "image_folder", 0.3
+    with pytest.warns(UserWarning) as caught:
+        passm_config.flat_view(config)
+    assert [str(w.message) for w in caught] == [
+        "config data.source, prune_ratio, weight_decay: the asynchronous trainer "
+        "(trainer='passm') does not read these fields, so it trains without them (its data set "
+        "is generated, passm.dataset; docs/async_partitioned.md lists what it reads). Leave "
+        "them at their defaults, or train with a synchronous config."
+    ]
+
+
+@pytest.mark.parametrize("variant", ["", "resnet", "smoke", "resnet_smoke"])
+def test_the_passm_configs_set_only_fields_it_reads(load_config, variant):
+    config = load_config("passm", variant)
+    config.passm.mode, config.num_steps, config.data.batch_size = "assm", 8, 4  # all read
+    assert passm_config.unread_fields_set(config) == []  # warmup_steps = 0 agrees with it
+
+
 def test_a_worker_count_below_one_names_the_flag(load_config, tmp_path):
     config = load_config("passm", "smoke")
     config.passm.num_workers = 0

@@ -106,6 +106,7 @@ def flat_view(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     if "passm" not in config:
         return config
     check_no_techniques(config)
+    _warn_unread_fields(config)
     moved = {key: config[key] for key in LEGACY_KEYS if config.get(key) is not None}
     if moved:
         warnings.warn(
@@ -148,6 +149,57 @@ def check_no_techniques(config: ml_collections.ConfigDict) -> None:
             "echo, pruning, the Assistant and priority sampling or selection, so it would "
             "ignore this. Use the technique with a synchronous config (e.g. "
             "--config=configs/mnist1d.py:echo=2,buffer=1000), or leave it off here."
+        )
+
+
+# Values of fields the trainer does not read that say what it does anyway (it has no warm-up).
+_AGREEING = {"warmup_steps": 0}
+
+
+def unread_fields_set(config: ml_collections.ConfigDict) -> list[str]:
+    """The run-config fields ``config`` sets away from their defaults that the asynchronous
+    trainer does not read (``weight_decay``, ``data.source``, a technique's options): it would
+    train without them. ``configs/passm.py``'s own ``warmup_steps = 0`` agrees with it."""
+    from trainers import run_config
+
+    defaults = _leaves(run_config.default_config().to_dict())
+    read = {*_FLAT_PATHS.values(), *TECHNIQUE_SWITCHES, "trainer"}  # switches: refused
+    unread = []
+    for path, value in _leaves(config.to_dict()).items():
+        if path in read or path.startswith("passm.") or path not in defaults:
+            continue  # a legacy placeholder is not in the defaults: flat_view reads it
+        default = defaults[path]
+        same = value is None if default is None else value == default
+        if not same and _AGREEING.get(path, object()) != value:
+            unread.append(path)
+    return sorted(unread)
+
+
+def _leaves(fields: dict, prefix: str = "") -> dict:
+    """``{"data.batch_size": 32, ...}``: a config's fields by dotted path (arrays kept whole)."""
+    leaves = {}
+    for key, value in fields.items():
+        if isinstance(value, dict) and not key.endswith("_arrays"):
+            leaves.update(_leaves(value, f"{prefix}{key}."))
+        else:
+            leaves[f"{prefix}{key}"] = value
+    return leaves
+
+
+def _warn_unread_fields(config: ml_collections.ConfigDict) -> None:
+    """Warns naming ``unread_fields_set``'s fields (a config file's or a Python config's; the
+    binary refuses them as flags, ``unread_overrides``)."""
+    unread = unread_fields_set(config)
+    if unread:
+        warnings.warn(
+            f"config {', '.join(unread)}: the asynchronous trainer (trainer='passm') does not "
+            f"read {'this field' if len(unread) == 1 else 'these fields'}, so it trains without "
+            f"{'it' if len(unread) == 1 else 'them'} (its data set is generated, "
+            "passm.dataset; docs/async_partitioned.md lists what it reads). Leave "
+            f"{'it at its default' if len(unread) == 1 else 'them at their defaults'}, or "
+            "train with a synchronous config.",
+            UserWarning,
+            stacklevel=3,
         )
 
 

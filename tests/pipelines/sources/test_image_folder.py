@@ -332,7 +332,7 @@ def test_train_and_val_folders_are_refused_as_classes_naming_the_eval_split(tmp_
              for name in ("a", "b") for i in range(2)}  # fmt: skip
     root = _folder(tmp_path, files)
     with pytest.raises(ValueError, match=r"'train' and 'val' folders, which look like splits.*"
-                       r"--config\.data\.eval_split=val"):  # fmt: skip
+                       r"set train_split='train' and eval_split='val'"):  # fmt: skip
         image_folder.load(root, image_size=SIZE)
     source = image_folder.load(root, image_size=SIZE, eval_split="val")
     assert source.class_names == ("a", "b") and source.eval.num_examples == 4
@@ -342,3 +342,45 @@ def test_train_and_val_folders_are_refused_as_classes_naming_the_eval_split(tmp_
         "plane",
         "train",
     )
+
+
+def _split_folders(root, splits=("train", "test")) -> str:
+    files = {f"{split}/{name}/{i}.jpg": _jpeg(seed=i) for split in splits
+             for name in ("a", "b") for i in range(2)}  # fmt: skip
+    return _folder(root, files)
+
+
+def test_split_folders_the_config_does_not_name_are_refused_not_read_as_classes(tmp_path):
+    # Before: 'in 2 classes: test (19 + 1), train (58 + 2)' with train_split='nonexistent', and
+    # the same for training/ + test/ at the defaults: a run learning to tell the splits apart.
+    root = _split_folders(tmp_path / "named")
+    with pytest.raises(ValueError, match=r"holds 'train' and 'test' folders, which look like "
+                       r"splits, but data config train_split='nonexistent'"):  # fmt: skip
+        image_folder.load(root, image_size=SIZE, train_split="nonexistent")
+    training = _split_folders(tmp_path / "training", ("training", "test"))
+    with pytest.raises(ValueError, match=r"set train_split='training' and eval_split='test'"):
+        image_folder.load(training, image_size=SIZE)
+    assert image_folder.load(training, image_size=SIZE, train_split="training").class_names == (
+        "a",
+        "b",
+    )
+
+
+def test_split_names_for_a_folder_of_class_folders_are_refused(tmp_path):
+    # Before: train_split='nonexistent' on DIR/<class>/ trained on the same split, silently.
+    root = _folder(tmp_path, {f"{name}/{i}.jpg": _jpeg(seed=i) for name in "ab" for i in range(4)})
+    message = r"no split folder 'nonexistent' \(data config train_split\); its folders, read "
+    with pytest.raises(ValueError, match=message + r"as classes, are \['a', 'b'\]"):
+        image_folder.load(root, image_size=SIZE, train_split="nonexistent")
+    with pytest.raises(ValueError, match=r"no split folder 'val' \(data config eval_split\)"):
+        image_folder.load(root, image_size=SIZE, eval_split="val")
+
+
+def test_an_eval_fraction_for_a_folder_with_split_folders_is_refused(tmp_path):
+    # Before: eval_fraction=0.5 on train/ + test/ still gave test/ as the eval split, silently.
+    root = _split_folders(tmp_path)
+    with pytest.raises(ValueError, match=r"eval_fraction=0.5 holds out a share of a folder of "
+                       r"class folders, but image folder .* has the split folders 'train' and "
+                       r"'test'"):  # fmt: skip
+        image_folder.load(root, image_size=SIZE, eval_fraction=0.5)
+    assert image_folder.load(root, image_size=SIZE).eval.num_examples == 4
