@@ -144,11 +144,14 @@ def test_a_sync_run_config_refuses_passm_fields():
 @pytest.mark.parametrize(
     "key, value",
     [("echo", 2.0), ("auto_echo_max_factor", 8.0), ("prune", True), ("assist", True),
-     ("priority", True), ("select_ratio", 0.5)],
+     ("priority", True), ("select_ratio", 0.5), ("pgd", True), ("data.echo", 4.0)],
 )  # fmt: skip
 def test_a_passm_config_refuses_a_technique_it_would_ignore(load_config, key, value):
     config = load_config("passm", "smoke")
-    config[key] = value  # e.g. --config.echo=2: accepted, then trained without (issue 33)
+    # e.g. --config.echo=2: accepted, then trained without (issue 33); pgd and data.echo are
+    # priority's and echo's old places, which a config file still set in silence.
+    with config.unlocked():
+        config.update_from_flattened_dict({key: value})
     with pytest.raises(ValueError) as raised:
         passm_config.flat_view(config)
     assert str(raised.value) == (
@@ -179,6 +182,22 @@ def test_the_passm_configs_set_only_fields_it_reads(load_config, variant):
     config = load_config("passm", variant)
     config.passm.mode, config.num_steps, config.data.batch_size = "assm", 8, 4  # all read
     assert passm_config.unread_fields_set(config) == []  # warmup_steps = 0 agrees with it
+
+
+@pytest.mark.parametrize("mode", ["assm", "passm", "sync"])
+def test_passm_plus_phase_fields_under_another_mode_are_refused(load_config, mode):
+    # Before: assm_warmup_fraction=0.9 under mode=assm ran the same phases, silently (issue 33).
+    config = load_config("passm", "smoke")
+    config.passm.mode, config.passm.assm_warmup_fraction = mode, 0.9
+    with pytest.raises(ValueError) as raised:
+        passm_config.flat_view(config)
+    assert str(raised.value) == (
+        f"config passm.assm_warmup_fraction=0.9 shapes PASSM+'s ASSM phases, and "
+        f"passm.mode={mode!r} has none, so it would be ignored; set "
+        "--config.passm.mode=passm_plus, or leave it at its default, 0.25."
+    )
+    config.passm.mode = "passm_plus"
+    assert passm_config.flat_view(config).assm_warmup_fraction == 0.9
 
 
 def test_a_worker_count_below_one_names_the_flag(load_config, tmp_path):

@@ -117,9 +117,29 @@ def flat_view(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
             stacklevel=2,
         )
     flat = {key: moved.get(key, _read(config, path)) for key, path in _FLAT_PATHS.items()}
+    _check_mode_reads(flat)
     flat["decay_fractions"] = tuple(flat["decay_fractions"])
     flat["target_accuracy"] = flat["target_accuracy"] or None  # 0.0: no target, as for sync
     return ml_collections.ConfigDict(flat)
+
+
+# The fields one mode reads: PASSM+'s ASSM phases (the warm-up and the windows at each decay).
+_PASSM_PLUS_FIELDS = ("assm_warmup_fraction", "assm_window_fraction")
+
+
+def _check_mode_reads(flat: dict) -> None:
+    """Refuses a PASSM+-only field set away from its default under another mode (it would be
+    ignored: ``mode=assm`` has no phases to shape)."""
+    if flat["mode"] == "passm_plus":
+        return
+    defaults = default_section()
+    for key in _PASSM_PLUS_FIELDS:
+        if flat[key] != defaults[key]:
+            raise ValueError(
+                f"config passm.{key}={flat[key]!r} shapes PASSM+'s ASSM phases, and "
+                f"passm.mode={flat['mode']!r} has none, so it would be ignored; set "
+                f"--config.passm.mode=passm_plus, or leave it at its default, {defaults[key]}."
+            )
 
 
 # The run config's technique switches and the value that leaves each off: the asynchronous
@@ -143,6 +163,9 @@ def check_no_techniques(config: ml_collections.ConfigDict) -> None:
         for key, off in TECHNIQUE_SWITCHES.items()
         if key in config and config[key] != off
     ]
+    # The switches' old places, still read by the synchronous trainer with a FutureWarning.
+    old = {"pgd": (config.get("pgd"), False), "data.echo": (config.get("data", {}).get("echo"), 1)}
+    on += [f"{key}={value!r}" for key, (value, off) in old.items() if value not in (None, off)]
     if on:
         raise ValueError(
             f"config {', '.join(on)}: the asynchronous trainer (trainer='passm') trains without "
