@@ -138,6 +138,12 @@ def resolve_data_config(config: ml_collections.ConfigDict) -> ml_collections.Con
         raise TypeError(f"data config autotune must be True or False, got {resolved.autotune!r}.")
     _check_autotune("num_parallel_calls", resolved.num_parallel_calls, minimum=1)
     _check_autotune("prefetch", resolved.prefetch, minimum=0)
+    if resolved.source == "mnist1d" and resolved.augment in ("image", "inception"):
+        raise ValueError(
+            f"data config augment={resolved.augment!r} crops and flips images, and "
+            "source='mnist1d' holds 1-D signals; set augment='mnist1d' (its own shifts) or "
+            "'none'."
+        )
     if resolved.source == "mnist1d":
         _check_minimum("num_train", resolved.num_train, 1)
         _check_minimum("num_eval", resolved.num_eval, 1)

@@ -182,6 +182,7 @@ def make_datasets(
     # Build the pipeline before reading anything, so an unknown insertion point fails at once.
     _train_pipeline(config, seed, meters, insertions, split=None, batch_size=batch_size)
     source = sources.load(config)
+    augment.check_fits(config.augment, source.input_shape)
     sources.check_not_empty(source.train.num_examples, "the train split")
     sources.check_not_empty(source.eval.num_examples, "the eval split")
     train_split, eval_split = source.train, source.eval

@@ -55,7 +55,6 @@ import sys
 from collections.abc import Sequence
 
 import ml_collections
-import numpy as np
 import tensorflow as tf
 
 from echoing import meters as echo_meters
@@ -66,6 +65,7 @@ from trainers import (
     build,
     checkpointing,
     controller,
+    data_summary,
     diagnosis,
     inputs,
     interrupts,
@@ -142,7 +142,7 @@ def run(
 
 
 def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
-    _check_data(config)
+    data_summary.check_data(config)
     changed = workdir_config.changes(config, workdir)
     user_stages = technique_modules.Stages(insertions)
     counts, read_stats = echo_meters.EchoMeters(), []
@@ -250,53 +250,6 @@ def _export(config, model, workdir: str) -> list[str]:
         tf.io.gfile.rename(path + ".unfinished", path, overwrite=True)
         written.append(path)
     return written
-
-
-def _check_data(config: ml_collections.ConfigDict) -> None:
-    """Prints what an image folder holds (classes, images per class and split) on stderr, and
-    refuses a train split smaller than one batch, naming the flag to change. ``config`` must be
-    resolved; inside a run the source is loaded once (``sources.loaded_once``).
-
-    Raises:
-      ValueError: the train split has fewer examples than ``data.batch_size``.
-    """
-    source = sources.load(config.data)
-    names = getattr(source, "class_names", ())
-    if names:
-        print(_image_folder_line(config, source, names), file=sys.stderr)
-    if len(names) == 1:
-        raise ValueError(
-            f"the image folder {config.data.image_dir!r} has one class folder, {names[0]!r}; a "
-            "classifier needs two or more: add a folder of images per class "
-            "(image_dir/<class>/<image>.jpg)."
-        )
-    found, batch_size = source.train.num_examples, config.data.batch_size
-    if 0 < found < batch_size:  # an empty split has its own error (make_datasets)
-        what = "images" if names else "examples"
-        raise ValueError(
-            f"the train split has {found} {what}, fewer than one batch of data.batch_size="
-            f"{batch_size}, so it yields no batch: set --config.data.batch_size="
-            f"{2 ** (found.bit_length() - 1)} (or smaller), or add training data."
-        )
-
-
-def _image_folder_line(config, source, names: Sequence[str]) -> str:
-    """'Found 53 train + 6 eval images in 2 classes in DIR: cat (27 + 3), dog (26 + 3)'."""
-    shown = 10  # classes listed by name; ImageNet's thousand would fill the screen
-    listed = list(names[:shown])
-    if source.train.rows is not None and source.eval.rows is not None:
-        train, eval_ = (
-            np.bincount(split.rows()["label"].numpy(), minlength=len(names))
-            for split in (source.train, source.eval)
-        )
-        listed = [f"{name} ({train[label]} + {eval_[label]})" for label, name in enumerate(listed)]
-    if len(names) > shown:
-        listed.append(f"... ({len(names) - shown} more)")
-    folder = config.data.image_dir or "the embedded photo set"
-    return (
-        f"Found {source.train.num_examples} train + {source.eval.num_examples} eval images in "
-        f"{len(names)} classes in {folder}: {', '.join(listed)}"
-    )
 
 
 def class_names(config: ml_collections.ConfigDict) -> tuple[str, ...]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -116,6 +117,15 @@ def load_lines(
     tokenizer = make_tokenizer(vocab_file)
     with open(vocab_file, encoding="utf-8") as file:
         size = sum(1 for _ in file)
+    if size < vocab_size / 2:  # a vocab_size this text cannot give: raising it changes nothing
+        warnings.warn(
+            f"the {names[0]} yield a {size}-token WordPiece vocabulary, under half of data "
+            f"config vocab_size={vocab_size}: too few words recur often enough for more, so "
+            f"the model predicts over {size} tokens and a larger vocab_size changes nothing; "
+            f"set vocab_size={size} or less to say so, or train on more text.",
+            UserWarning,
+            stacklevel=2,
+        )
     return TextSource(
         train=_split(train_lines, tokenizer, vocab_file, max_length),
         eval=_split(eval_lines, tokenizer, vocab_file, max_length),

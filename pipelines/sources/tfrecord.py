@@ -320,6 +320,12 @@ def _decoder(first: dict, image_size: int | None, what: str):
         )
     if encoding == "tensor":
         shape = tuple(tf.io.parse_tensor(first["inputs"], tf.float32).shape)
+        if image_size is not None:  # arrays are stored as they train: nothing resizes them
+            raise ValueError(
+                f"data config image_size={image_size} resizes encoded images, and TFRecord "
+                f"files {what!r} hold arrays of shape {shape} (encoding 'tensor'), which are "
+                "read as stored; set image_size=None."
+            )
 
         def decode_tensor(example):
             return tf.ensure_shape(tf.io.parse_tensor(example["inputs"], tf.float32), shape)

@@ -207,6 +207,14 @@ def test_priority_technique_selects_its_own_batches_and_replaces_gradients():
             r"config priority=True with strategy='tpu': .* a TPU step .* for priority sampling\.",
         ),
         ({"priority": True, "assist": True}, ValueError, "cannot be combined with assist=True"),
+        (  # :priority=1,top_ratio=0.3 with the default renew_ratio; before, the sampler's
+            # message named neither config field
+            {"priority": True, "priority_top_ratio": 0.3},
+            ValueError,
+            r"config priority_top_ratio=0.3 \+ priority_renew_ratio=0.9 = 1.2: .* lower "
+            r"priority_renew_ratio to 0.7 or less \(the config argument renew_ratio=0.7, with "
+            r"top_ratio=0.3\)\.",
+        ),
         (
             {"priority": True, "eval_every_fresh_examples": 100},
             ValueError,

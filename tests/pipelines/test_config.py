@@ -66,6 +66,9 @@ def _with(**overrides):
         ),
         (_with(source="csv"), ValueError, "source must be one of .*'mnist1d'.*got 'csv'"),
         (_with(augment="jitter"), ValueError, "augment must be one of"),
+        # Before: a traceback excerpt naming image_size, which MNIST-1D does not read.
+        (_with(augment="image"), ValueError, "augment='image' crops and flips images, and "),
+        (_with(augment="inception"), ValueError, "source='mnist1d' holds 1-D signals; set au"),
         (_with(batch_size=0), ValueError, "batch_size must be >= 1, got 0"),
         (_with(batch_size="8"), TypeError, "data config: .*'batch_size'.* 8 is of original type"),
         (_with(eval_batch_size=2.5), TypeError, "'eval_batch_size'.*cannot be casted to .*int"),
@@ -128,3 +131,23 @@ def test_bad_arguments(kwargs, error, message):
 def test_train_split_smaller_than_batch(tiny_config):
     with pytest.raises(ValueError, match="has 200 examples, fewer than batch_size=500"):
         pipelines.make_datasets(tiny_config(batch_size=500), seed=0)
+
+
+@pytest.mark.parametrize(
+    ("shape", "augment", "message"),
+    [
+        # Before: MNIST-1D's signal shifts ran along the images' rows, silently.
+        ((6, 6, 3), "mnist1d", r"augment='mnist1d' augments signals \[length, channels\], and "
+         r"this data's inputs have shape \(6, 6, 3\); set augment='image' or 'none'\."),
+        ((8,), "mnist1d", r"inputs have shape \(8,\); set augment='none'\."),
+        ((8, 1), "image", r"augment='image' augments images .* set augment='mnist1d' or 'none'"),
+    ],
+)  # fmt: skip
+def test_an_augmentation_that_does_not_fit_the_inputs_is_refused(shape, augment, message):
+    arrays = {"inputs": np.zeros((8, *shape), np.float32), "label": np.arange(8) % 2}
+    config = _with(source="arrays", train_arrays=arrays, eval_arrays=arrays, augment=augment)
+    config["batch_size"] = 4
+    with pytest.raises(ValueError, match=message):
+        pipelines.make_datasets(config, seed=0)
+    config["augment"] = "none"
+    assert pipelines.make_datasets(config, seed=0).input_shape == shape

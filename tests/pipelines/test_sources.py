@@ -200,9 +200,14 @@ def test_tfds_split_and_image_size(tfds_dir, overrides, message):
         ("no_files", "matches no file"),
         ("empty_file", "TFRecord files .* is empty \\(0 examples\\)"),
         ("foreign_format", "does not hold tf.train.Examples \\(.*corrupt"),
+        # Before: image_size=16 on arrays trained on them as stored, silently.
+        ("image_size_on_arrays", r"image_size=16 resizes encoded images, and TFRecord files "
+         r".* hold arrays of shape \(3,\) \(encoding 'tensor'\), which are read as stored"),
     ],
-)
+)  # fmt: skip
 def test_tfrecord_errors(tmp_path, case, message):
+    if case == "image_size_on_arrays":
+        tfrecord.write(str(tmp_path / "train.tfrecord"), np.zeros([4, 3]), np.zeros([4]))
     if case == "empty_file":
         tfrecord.write(str(tmp_path / "train.tfrecord"), np.zeros([0, 3]), np.zeros([0]))
     if case == "foreign_format":
@@ -212,6 +217,7 @@ def test_tfrecord_errors(tmp_path, case, message):
     config.source, config.num_classes = "tfrecord", 2
     config.train_files = str(tmp_path / "train*.tfrecord")
     config.eval_files = str(tmp_path / "train*.tfrecord")
+    config.image_size = 16 if case == "image_size_on_arrays" else None
     with pytest.raises(ValueError, match=message):
         pipelines.make_datasets(config, seed=0)
 

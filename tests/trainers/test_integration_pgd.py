@@ -64,8 +64,8 @@ def test_the_old_config_argument_pgd_is_priority_with_a_warning(load_config):
     with pytest.warns(
         FutureWarning, match=r"configs/mnist1d.py's argument pgd= is now priority=; the old name"
     ):
-        old = load_config("mnist1d", "pgd=1,top_ratio=0.5,smoke")
-    new = load_config("mnist1d", "priority=1,top_ratio=0.5,smoke")
+        old = load_config("mnist1d", "pgd=1,top_ratio=0.05,smoke")
+    new = load_config("mnist1d", "priority=1,top_ratio=0.05,smoke")
     assert old.to_dict() == new.to_dict()
     assert experiment.resolve_config(old).priority
 
@@ -83,17 +83,17 @@ def test_an_old_flag_sets_priority_sampling_over_the_config_file_with_a_warning(
     parse_binary_flags,
 ):
     argv = ["train", f"--config={CONFIGS / 'mnist1d.py'}:smoke", "--workdir=/x"]
-    config = parse_binary_flags([*argv, "--config.pgd=True", "--config.pgd_top_ratio=0.5"])
+    config = parse_binary_flags([*argv, "--config.pgd=True", "--config.pgd_top_ratio=0.05"])
     with pytest.warns(
         FutureWarning,
         match=r"--config.pgd is now --config.priority, --config.pgd_top_ratio is now "
         r"--config.priority_top_ratio",
     ):
         train._rename_priority_flags(config)
-    assert (config.priority, config.priority_top_ratio) == (True, 0.5)
+    assert (config.priority, config.priority_top_ratio) == (True, 0.05)
     assert config.pgd is None and config.pgd_top_ratio is None
     resolved = experiment.resolve_config(config)
-    assert (resolved.priority, resolved.priority_top_ratio) == (True, 0.5)
+    assert (resolved.priority, resolved.priority_top_ratio) == (True, 0.05)
 
 
 @pytest.mark.parametrize("new", ["--config.priority=False", "--config.priority=True"])

@@ -184,3 +184,35 @@ def test_a_folder_of_one_class_names_it_and_asks_for_another(folder, tmp_path, l
         r"two or more: add a folder of images per class",
     ):
         experiment.run(config, str(tmp_path / "run"))
+
+
+def _text_source(learned: int):
+    from types import SimpleNamespace
+
+    split = SimpleNamespace
+    return SimpleNamespace(
+        train=split(num_examples=5_120), eval=split(num_examples=1_300), vocab_size=learned,
+        vocab_file="/cache/vocab.txt",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("learned", "said"),
+    [
+        (3_900, "a 3,900-token WordPiece vocabulary, /cache/vocab.txt"),  # WordPiece's shortfall
+        # Before: vocab_size=3000 learned 318 tokens and nothing said so (issue 33).
+        (2_717, "a 2,717-token WordPiece vocabulary (of vocab_size=4000: fewer words recur "
+                "often enough for WordPiece to learn more), /cache/vocab.txt"),
+        (1_000, "a 1,000-token WordPiece vocabulary, /cache/vocab.txt"),  # the source warns
+    ],
+)  # fmt: skip
+def test_a_text_run_says_what_its_corpus_holds_and_the_vocabulary_it_learned(
+    load_config, learned, said
+):
+    from trainers import data_summary
+
+    config = load_config("text_lm")
+    assert data_summary.text_line(config, _text_source(learned)) == (
+        "Found 5,120 train + 1,300 eval examples of at most 64 tokens in the embedded corpus; "
+        + said
+    )

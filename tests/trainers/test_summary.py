@@ -39,7 +39,7 @@ def test_the_datasets_a_run_builds_hand_their_read_stats_to_the_summary(tmp_path
     config = experiment.default_config()
     config.data.source, config.data.image_dir = "image_folder", _image_folder(tmp_path)
     config.data.image_size, config.data.batch_size, config.data.eval_batch_size = 16, 2, 2
-    config.data.skip_corrupt = True
+    config.data.skip_corrupt, config.data.augment = True, "image"
     collected = []
     train_fn, eval_fn = inputs.dataset_fns(
         experiment.resolve_config(config), [], meters.EchoMeters(), read_stats=collected

@@ -153,6 +153,23 @@ def pass_size(dataset: tf.data.Dataset) -> int | None:
         return None
 
 
+def caches(dataset: tf.data.Dataset) -> bool:
+    """Whether a ``Dataset.cache`` stage (in memory or to a file) comes before ``dataset``:
+    its first pass fills the cache and the later ones read it, at other speeds."""
+    try:
+        cache = {type(tf.data.Dataset.range(1).cache())}
+        pending, walked = [dataset], 0
+        while pending and walked < _MAX_STAGES:
+            node = pending.pop()
+            walked += 1
+            if type(node) in cache:
+                return True
+            pending.extend(node._inputs())
+        return False
+    except Exception:
+        return False
+
+
 def warn_if_echo_feeds_batch(dataset: tf.data.Dataset, *, fix: str, stacklevel: int = 2) -> None:
     """One ``UserWarning`` when ``echo_feeds_batch(dataset)``, naming ``fix`` as the remedy."""
     if echo_feeds_batch(dataset):

@@ -26,12 +26,13 @@ weights and optimizer state are unchanged; or pass your own ``step(batch)`` call
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Mapping
 
 import keras
 import tensorflow as tf
 
-from echoing._src.core import checks
+from echoing._src.core import checks, dataset_graph
 
 # Factors above this rarely help (the paper found echo useful up to e≈4-16; AutoEcho's default
 # bound), and below this R the pipeline keeps up: no echo.
@@ -94,6 +95,10 @@ def diagnose(
 ) -> dict[str, float]:
     """Times ``dataset`` alone and a train step on a cached batch; returns R and a factor.
 
+    A dataset that caches (``Dataset.cache``) and repeats a pass of known size, up to 1,000
+    batches, is timed after its first pass, which fills the cache: the later passes, most of a
+    run, read it. Any other that caches is timed from the start, with a warning.
+
     Args:
       dataset: the batched pipeline that feeds training (elements as ``fit`` takes them).
       model_or_step: a compiled ``keras.Model`` (timed on a clone; the model is unchanged), or
@@ -118,7 +123,10 @@ def diagnose(
     _require_batched(dataset, model_or_step)
     _require_labels(dataset, model_or_step)
     upstream = seconds_per_batch(
-        dataset, num_batches=num_steps, warmup=warmup, max_seconds=max_seconds
+        dataset,
+        num_batches=num_steps,
+        warmup=warmup + _cache_filling_batches(dataset),
+        max_seconds=max_seconds,
     )
     batch = next(iter(cached_batch(dataset)))
     downstream = _seconds_per_step(step, batch, num_steps, warmup, max_seconds)
@@ -130,6 +138,32 @@ def diagnose(
         "input_wait_fraction": max(0.0, 1.0 - 1.0 / ratio),
         "echo_factor": recommended_factor(ratio),
     }
+
+
+# The most batches diagnose reads untimed to fill a cache before it times the pipeline.
+_CACHE_FILL_LIMIT = 1_000
+
+
+def _cache_filling_batches(dataset: tf.data.Dataset) -> int:
+    """The batches of the first pass when ``dataset`` caches and repeats a pass of known size
+    (up to ``_CACHE_FILL_LIMIT``): read untimed, so that the timing is of the passes that read
+    the cache, which are most of a run's. Otherwise 0, with a warning when it caches: the
+    timing may be of the cache filling, slower than the passes after it."""
+    if not dataset_graph.caches(dataset):
+        return 0
+    size = dataset_graph.pass_size(dataset)
+    if size is not None and size <= _CACHE_FILL_LIMIT:
+        return size
+    why = "a pass's size is unknown" if size is None else f"a pass is {size} batches"
+    warnings.warn(
+        f"diagnose: the dataset caches (Dataset.cache), and {why}, so the timed batches are "
+        "of the first pass, which fills the cache and reads slower than the passes after it; "
+        "R may be too high. Diagnose the pipeline after a pass, e.g. on dataset.skip(pass "
+        "size), or without the cache.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return 0
 
 
 def format_diagnosis(report: dict[str, float]) -> str:

@@ -201,6 +201,14 @@ def check_config(config) -> None:
             "Use strategy='default', 'mirrored' or 'multi_worker' for priority sampling."
         )
     config_checks.refuse_fresh_evaluation(config, "priority sampling selects batches")
+    top, renew = config.priority_top_ratio, config.priority_renew_ratio
+    if top + renew > 1:  # named here: the sampler's own message knows no config field
+        raise ValueError(
+            f"config priority_top_ratio={top} + priority_renew_ratio={renew} = {top + renew:g}: "
+            "they are fractions of one batch, so they must add up to at most 1 (the rest is "
+            f"drawn at random); lower priority_renew_ratio to {1 - top:g} or less (the config "
+            f"argument renew_ratio={1 - top:g}, with top_ratio={top})."
+        )
     for key in ("priority_top_ratio", "priority_renew_ratio"):
         ids_per_batch(config[key], config.data.batch_size, names=(key, "data.batch_size"))
 

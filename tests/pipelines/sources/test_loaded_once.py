@@ -8,7 +8,7 @@ from pipelines import sources
 
 def _config(num_train=64):
     config = pipelines.default_data_config()
-    config.source, config.batch_size = "arrays", 8
+    config.source, config.batch_size, config.augment = "arrays", 8, "none"
     rng = np.random.default_rng(0)
     config.train_arrays = {
         "inputs": rng.normal(size=(num_train, 4)).astype(np.float32),

@@ -162,3 +162,13 @@ def test_bad_text_files_are_clear_errors(tmp_path, data_dir, train, message):
 def test_text_config_errors(data_dir, overrides, message):
     with pytest.raises(ValueError, match=message):
         pipelines.resolve_data_config(_config(data_dir, **overrides))
+
+
+def test_a_vocabulary_far_under_vocab_size_is_warned_about(corpus_files, data_dir):
+    # Before: vocab_size=3000 on the smoke corpus learned 318 tokens; a larger vocab_size
+    # changed nothing, and nothing said so (issue 33).
+    with pytest.warns(UserWarning, match=r"yield a \d+-token WordPiece vocabulary, under half "
+                      r"of data config vocab_size=20000: too few words recur"):  # fmt: skip
+        source = text.load(*corpus_files, data_dir=data_dir, max_length=MAX_LENGTH,
+                           vocab_size=20_000)  # fmt: skip
+    assert source.vocab_size < 10_000
