@@ -15,7 +15,7 @@ from echoing._src.core.keras_feedback import (
     _require_ids,
     _require_labels,
 )
-from echoing._src.priority.meter import PriorityMeter
+from echoing._src.priority.meter import PriorityMeter, _as_tf_variables
 
 
 class PriorityModel(_PerExampleLossModel):
@@ -50,8 +50,11 @@ class PriorityModel(_PerExampleLossModel):
     ``priority_sample -> fit_inputs -> fit``. Under ``tf.distribute`` build it (and compile it)
     inside ``strategy.scope()``, where ḡ's variables are created; each replica then writes its
     own rows and ḡ is kept in step on every replica. ``compile`` needs only the optimizer (and any
-    metrics); the step trains on ``per_example_loss``, and ``evaluate`` reports its weighted mean
-    (unless ``compile`` is given a ``loss``). Like ``LossFeedback``, it takes plain inputs in
+    metrics); the step trains on ``per_example_loss`` plus the model's own losses
+    (``model.losses``: regularizers), and ``evaluate`` reports its weighted mean (unless
+    ``compile`` is given a ``loss``, which warns). A mixed-precision optimizer's loss scale is
+    applied and divided out as in Keras's own step; a step that overflows leaves ḡ as it was.
+    Set ``layer.trainable`` before wrapping: ḡ is kept per trainable variable. Like ``LossFeedback``, it takes plain inputs in
     ``evaluate`` and ``predict``. The wrapped model is ``model.model``.
 
     Args:
@@ -89,6 +92,19 @@ class PriorityModel(_PerExampleLossModel):
         # ``feedback``, its name from before PriorityMeter, is also its checkpoint key: kept.
         self.feedback = PriorityMeter(table, model.trainable_variables)
 
+    def compile(self, optimizer="rmsprop", loss=None, *args, **kwargs):
+        """``keras.Model.compile``. The step trains on ``per_example_loss`` (priorities are its
+        gradients), so a ``loss`` given here is what ``evaluate`` reports, said once."""
+        if loss is not None:
+            warnings.warn(
+                f"{type(self).__name__}.compile(loss={loss!r}): the train step trains on "
+                "per_example_loss (priorities are its gradients), so this loss is only what "
+                "evaluate reports; leave loss out to evaluate per_example_loss's weighted mean.",
+                UserWarning,
+                stacklevel=2,
+            )
+        super().compile(optimizer, loss, *args, **kwargs)
+
     def call(self, x, training=None):
         return self.model(_model_inputs(self, x, training), training=training)
 
@@ -96,6 +112,7 @@ class PriorityModel(_PerExampleLossModel):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         _require_ids(self, x)
         _require_labels(self, x, y)
+        _require_same_trainable_variables(self)
         predictions = []
 
         def per_example_losses():
@@ -103,10 +120,16 @@ class PriorityModel(_PerExampleLossModel):
             return _per_example_losses(self, y, predictions[0])
 
         step = tf.identity(self.optimizer.iterations)  # this step's number, before it counts
+        # 1 unless the optimizer scales the loss (mixed precision), then divides it out.
+        scale = tf.cast(self.optimizer.scale_loss(1.0), tf.float32)
         losses, gradients, priorities = self.feedback.losses_gradients_priorities(
-            per_example_losses, sample_weight
+            per_example_losses,
+            sample_weight,
+            extra_loss_fn=(lambda: tf.add_n(self.model.losses)) if self.model.losses else None,
+            loss_scale=scale,
         )
         self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables, strict=True))
+        gradients = [gradient / tf.cast(scale, gradient.dtype) for gradient in gradients]
         self.feedback.update(x[self.id_key], priorities, gradients, step)
         weights = 1.0 if sample_weight is None else tf.cast(sample_weight, losses.dtype)
         # Keras's pattern for a custom train_step: its "loss" tracker and the compiled metrics.
@@ -116,6 +139,18 @@ class PriorityModel(_PerExampleLossModel):
             else:
                 metric.update_state(y, predictions[0], sample_weight=sample_weight)
         return {metric.name: metric.result() for metric in self.metrics}
+
+
+def _require_same_trainable_variables(model: PriorityModel) -> None:
+    """At trace time: the wrapped model's trainable variables are those ḡ was made for."""
+    now = [id(variable) for variable in _as_tf_variables(model.model.trainable_variables)]
+    if now != [id(variable) for variable in model.feedback.variables_]:
+        raise ValueError(
+            f"{type(model).__name__}: the wrapped model's trainable variables changed after it "
+            f"was wrapped ({len(model.feedback.variables_)} then, {len(now)} now: a "
+            "layer's trainable was set afterwards), and ḡ is kept per trainable variable; set "
+            "layer.trainable before wrapping the model, and wrap it again after a change."
+        )
 
 
 class PrioritizedModel(PriorityModel):

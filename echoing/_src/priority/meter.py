@@ -126,6 +126,9 @@ class PriorityMeter(tf.Module):
         self,
         per_example_losses_fn: Callable[[], tf.Tensor],
         sample_weight: tf.Tensor | None = None,
+        *,
+        extra_loss_fn: Callable[[], tf.Tensor] | None = None,
+        loss_scale: tf.Tensor | float = 1.0,
     ) -> tuple[tf.Tensor, list[tf.Tensor], tf.Tensor]:
         """Runs the forward pass once; returns per-example losses, mean gradient, priorities.
 
@@ -134,6 +137,11 @@ class PriorityMeter(tf.Module):
             variables (e.g. ``lambda: loss_fn(y, model(x, training=True))``).
           sample_weight: optional ``[n]`` weights for the mean loss (priority sampling's
             importance weights); priorities use the unweighted per-example losses.
+          extra_loss_fn: optional scalar added to the trained loss after the forward pass, once
+            per global batch (a model's regularization losses, ``model.losses``); it shifts
+            every example's priority alike, so priorities leave it out.
+          loss_scale: the gradients are of the loss times this (a mixed-precision optimizer's
+            loss scale, which its ``apply_gradients`` divides out).
 
         Returns:
           ``(losses [n], gradients of the (weighted) mean loss, priorities [n] = ḡ·∇loss_i)``.
@@ -153,6 +161,9 @@ class PriorityMeter(tf.Module):
                 if sample_weight is None
                 else tf.cast(sample_weight, losses.dtype),
             )
+            if extra_loss_fn is not None:  # each replica's share, as for the mean above
+                loss += tf.nn.scale_regularization_loss(tf.cast(extra_loss_fn(), loss.dtype))
+            loss *= tf.cast(loss_scale, loss.dtype)
         priorities = accumulator.jvp(losses, unconnected_gradients="zero")
         gradients = tape.gradient(loss, self.variables_, unconnected_gradients="zero")
         return losses, gradients, priorities
@@ -186,11 +197,16 @@ class PriorityMeter(tf.Module):
         replicas = 1 if replica_context is None else replica_context.num_replicas_in_sync
         # n of Eq. 9 is the global batch: every replica's ids.
         examples = tf.cast(tf.size(ids) * replicas, tf.float32)
-        keep = 1.0 - examples / float(self.table.num_examples)
+        # A step whose gradient overflowed (a mixed-precision loss scale too high: the optimizer
+        # skips it) leaves ḡ as it was. Arithmetic, not tf.cond: a MEAN-aggregated variable's
+        # assign cannot sit in a branch under a tf.distribute strategy.
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in gradients])
+        keep = tf.where(finite, 1.0 - examples / float(self.table.num_examples), 1.0)
         for aggregate, gradient in zip(self.aggregated_gradient, gradients, strict=True):
+            gradient = tf.convert_to_tensor(gradient, aggregate.dtype)
             aggregate.assign(
                 tf.cast(keep, aggregate.dtype) * aggregate
-                + float(replicas) * tf.convert_to_tensor(gradient, aggregate.dtype)
+                + float(replicas) * tf.where(finite, gradient, tf.zeros_like(gradient))
             )
         self.has_aggregate.assign(True)
         return rejected
