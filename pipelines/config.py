@@ -303,6 +303,40 @@ def _check_service(config: ml_collections.ConfigDict) -> None:
         )
 
 
+def warn_if_eval_is_train(config: ml_collections.ConfigDict) -> None:
+    """Warns when ``config``'s eval split is its train split (the same files, split name or
+    arrays): the eval accuracy would be training accuracy. A warning, not an error: evaluating
+    on the training data can be what a user wants, to see how well a model fits it."""
+    same = None
+    if config.source in ("tfrecord", "text") and config.train_files:
+        if config.train_files == config.eval_files:
+            same = f"train_files and eval_files are both {config.train_files!r}"
+    elif config.source in ("tfds", "image_folder", "text") and (
+        config.source != "text" or config.name
+    ):
+        if config.train_split == config.eval_split:
+            same = f"train_split and eval_split are both {config.train_split!r}"
+    elif config.source == "arrays" and _same_arrays(config.train_arrays, config.eval_arrays):
+        same = "train_arrays and eval_arrays hold the same arrays"
+    if same:
+        warnings.warn(
+            f"data config {same}, so the run evaluates on its training data and its eval "
+            "accuracy is training accuracy; point the eval split at held-out data for a "
+            "figure of how the model generalises.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _same_arrays(train, evaluation) -> bool:
+    """Whether the two ``{"inputs": ..., "label": ...}`` hold the very same inputs array (the
+    config copies the dicts, not the arrays)."""
+    try:
+        return train["inputs"] is evaluation["inputs"]
+    except (KeyError, TypeError):
+        return False
+
+
 def data_dir(config: ml_collections.ConfigDict) -> str:
     """The config's data_dir, or ~/.cache/echoing when it is None, with ``~`` expanded."""
     path = config.data_dir if config.data_dir is not None else DEFAULT_DATA_DIR

@@ -51,7 +51,7 @@ from echoing._src.core.meters import checkpointable
 from echoing._src.core.technique import Insertion, check_insertions
 from echoing._src.core.types import DatasetTransformation
 from pipelines import augment, service, source_fields, sources
-from pipelines.config import moved_echo_fields, resolve_data_config
+from pipelines.config import moved_echo_fields, resolve_data_config, warn_if_eval_is_train
 from pipelines.pipeline import Pipeline, Stage
 
 # The insertion point of a stage that chooses the ids to read (loss pruning): on ids, before
@@ -176,6 +176,7 @@ def make_datasets(
     insertions = check_insertions(insertions)
     config = resolve_data_config(data_config)
     source_fields.warn_set_for_other_sources(config)
+    warn_if_eval_is_train(config)
     insertions = (*_moved_echo(config, seed), *insertions)
     batch_size = _per_replica(config.batch_size, "batch_size", input_context)
     eval_batch_size = _per_replica(config.eval_batch_size, "eval_batch_size", input_context)

@@ -56,8 +56,12 @@ def import_tensorflow_quietly() -> None:
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     """``Warning: MESSAGE``: the library's warnings say what happened and the fix; the file,
-    line and source that Python adds point into the library, not at the user's command."""
+    line and source that Python adds point into the library, not at the user's command. A
+    package's own (TensorFlow's, Keras's) says whose it is: ``Warning from tensorflow: ...``."""
     kind = "" if category is UserWarning else f" ({category.__name__})"
+    parts = os.path.normpath(filename or "").split(os.sep)
+    if "site-packages" in parts[:-2]:
+        kind = f" from {parts[parts.index('site-packages') + 1]}{kind}"
     return f"Warning{kind}: {message}\n"
 
 

@@ -276,3 +276,27 @@ def test_a_features_key_the_elements_lack_is_named_with_the_keys_they_have():
     # Before: KeyError: 'feat' at the bottom of a 105-line AutoGraph trace.
     with pytest.raises(TypeError, match=r"a 'feat' key.*'id'.*'inputs'.*'label'.*set features"):
         _source(8).apply(assistant_filter(Assistant(2, input_shape=(4,)), features="feat"))
+
+
+def test_an_assistant_nothing_trains_is_said_to_drop_examples_at_random(capfd):
+    # Before: fit without the feedback callback filtered a third of the data by an untrained
+    # Assistant's 0.5 for 15 epochs, without a word (issue 33).
+    stage = assistant_filter(Assistant(2, input_shape=(4,)), base_prob=0.3, seed=0)
+    kept = sum(1 for _ in _source(num=12_000).apply(stage))
+    assert 0.6 < kept / 12_000 < 0.7
+    printed = capfd.readouterr().err
+    assert printed.count("echoing.assistant_filter: ") == 1, printed
+    assert (
+        "inputs seen and the Assistant is untrained (its weights are still zero), so it scores "
+        "every example 0.5 and drops about 35% of them at random. Train it"
+    ) in printed
+
+
+def test_a_trained_assistant_or_a_short_stream_is_not_warned_about(capfd):
+    trained = Assistant(2, input_shape=(4,))
+    trained.label_bias.assign([1.0, -1.0])
+    for assistant, num in ((trained, 12_000), (Assistant(2, input_shape=(4,)), 5_000)):
+        stage = assistant_filter(assistant, base_prob=0.3, seed=0)
+        for _ in _source(num=num).apply(stage):
+            pass
+    assert "untrained" not in capfd.readouterr().err

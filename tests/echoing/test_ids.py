@@ -177,6 +177,14 @@ def _options(**fields) -> tf.data.Options:
             ValueError,
             r"dataset's tf\.data\.Options with deterministic=False changes",
         ),
+        (  # Before: accepted, and 20 of 100 ids named the same example on the second pass.
+            tf.data.Dataset.sample_from_datasets(
+                [_PAIRS, _PAIRS], seed=0, rerandomize_each_iteration=True
+            ).map(lambda x, y: (x, y)),
+            {},
+            ValueError,
+            r"dataset's sample_from_datasets\(\.\.\., rerandomize_each_iteration=True\) changes",
+        ),
         (_PAIRS, {"start": -1}, ValueError, r"with_ids\(start=-1\).*>= 0"),
         (_PAIRS, {"start": 1.0}, TypeError, r"with_ids\(start=1.0\): expected a Python int"),
         (_PAIRS, {"start": True}, TypeError, r"with_ids\(start=True\)"),
@@ -203,4 +211,10 @@ def test_a_parallel_map_in_order_is_accepted():
 def test_a_shuffle_in_the_same_order_every_epoch_keeps_ids_and_is_accepted():
     fixed = _PAIRS.shuffle(4, seed=0, reshuffle_each_iteration=False)
     epochs = [[int(e["id"]) for e in echoing.with_ids(fixed)] for _ in range(2)]
+    assert epochs[0] == epochs[1]
+
+
+def test_sampling_from_datasets_in_one_order_every_pass_is_accepted():
+    fixed = tf.data.Dataset.sample_from_datasets([_PAIRS, _PAIRS], seed=0)
+    epochs = [[float(e["inputs"][0]) for e in echoing.with_ids(fixed)] for _ in range(2)]
     assert epochs[0] == epochs[1]

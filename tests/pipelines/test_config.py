@@ -1,5 +1,8 @@
 """The data config: defaults, and a clear error for every bad key or value."""
 
+import re
+import warnings
+
 import ml_collections
 import numpy as np
 import pytest
@@ -151,3 +154,37 @@ def test_an_augmentation_that_does_not_fit_the_inputs_is_refused(shape, augment,
         pipelines.make_datasets(config, seed=0)
     config["augment"] = "none"
     assert pipelines.make_datasets(config, seed=0).input_shape == shape
+
+
+@pytest.mark.parametrize(
+    ("fields", "same"),
+    [
+        (
+            {"source": "tfrecord", "train_files": "a*", "eval_files": "a*", "num_classes": 2},
+            "train_files and eval_files are both 'a*'",
+        ),
+        (
+            {"source": "text", "train_files": "t.txt", "eval_files": "t.txt", "augment": "none"},
+            "train_files and eval_files are both 't.txt'",
+        ),
+        ({"source": "tfds", "name": "mnist", "eval_split": "train"}, "train_split and eval_"),
+        ({"source": "image_folder", "image_size": 8, "eval_split": "train"}, "train_split and"),
+    ],
+)
+def test_an_eval_split_that_is_the_train_split_is_warned_about(fields, same):
+    # Before: the run reported training accuracy as "eval accuracy", without a word (issue 33).
+    config = pipelines.resolve_data_config(_with(**fields))
+    message = f"data config {re.escape(same)}.*evaluates on its training data"
+    with pytest.warns(UserWarning, match=message):
+        pipelines.config.warn_if_eval_is_train(config)
+
+
+def test_the_same_arrays_for_both_splits_are_warned_about_and_other_splits_are_quiet():
+    arrays = {"inputs": np.zeros((8, 40, 1), np.float32), "label": np.arange(8) % 2}
+    config = _with(source="arrays", train_arrays=arrays, eval_arrays=arrays, batch_size=4)
+    with pytest.warns(UserWarning, match="train_arrays and eval_arrays hold the same arrays"):
+        pipelines.make_datasets(config, seed=0)
+    config["eval_arrays"] = {"inputs": arrays["inputs"].copy(), "label": arrays["label"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pipelines.config.warn_if_eval_is_train(pipelines.resolve_data_config(config))

@@ -72,7 +72,11 @@ def test_a_library_warning_is_one_line_without_the_librarys_file_and_source():
         console.quiet_python_logs()
         shown = warnings.formatwarning("num_steps ends the run first", UserWarning, "/x.py", 7)
         moved = warnings.formatwarning("the keys moved", FutureWarning, "/x.py", 7, "code")
+        # TensorFlow's own (e.g. tf.data's under MirroredStrategy) read as the library's before.
+        package = "/v/lib/python3.11/site-packages/tensorflow/python/data/ops/options.py"
+        theirs = warnings.formatwarning("To make it possible", UserWarning, package, 7)
     finally:
         warnings.formatwarning = before
     assert shown == "Warning: num_steps ends the run first\n"
     assert moved == "Warning (FutureWarning): the keys moved\n"
+    assert theirs == "Warning from tensorflow: To make it possible\n"

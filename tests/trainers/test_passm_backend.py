@@ -200,6 +200,31 @@ def test_passm_plus_phase_fields_under_another_mode_are_refused(load_config, mod
     assert passm_config.flat_view(config).assm_warmup_fraction == 0.9
 
 
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (  # before: "dataset must be one of (...)", naming no flag
+            {"passm.dataset": "cifar10"},
+            "config passm.dataset='cifar10': the asynchronous trainer trains on a generated data "
+            "set, one of ['mnist1d', 'generated_images']; set --config.passm.dataset=mnist1d "
+            "(e.g. with configs/passm.py) or generated_images (configs/passm.py:resnet).",
+        ),
+        (  # before: "use an image dataset" from inside the model's builder
+            {"model": "resnet_small"},
+            "config model='resnet_small' does not fit passm.dataset='mnist1d'; set "
+            "--config.model to mnist1d_mlp or mnist1d_cnn, or --config.passm.dataset to the "
+            "data it takes.",
+        ),
+    ],
+)
+def test_a_dataset_or_model_that_cannot_train_names_the_flag(load_config, fields, message):
+    config = load_config("passm", "smoke")
+    config.update_from_flattened_dict(fields)
+    with pytest.raises(ValueError) as raised:
+        async_experiment.train_and_evaluate(config, None)
+    assert str(raised.value) == message
+
+
 def test_a_worker_count_below_one_names_the_flag(load_config, tmp_path):
     config = load_config("passm", "smoke")
     config.passm.num_workers = 0

@@ -166,6 +166,7 @@ def _check_mode(config, strategy) -> None:
             f"config.passm.num_workers must be an int >= 1, got {workers!r}; e.g. "
             "--config.passm.num_workers=2."
         )
+    _check_dataset_and_model(config)
     if strategy is None:
         is_ps = config.strategy == "parameter_server"
     else:
@@ -175,6 +176,32 @@ def _check_mode(config, strategy) -> None:
             "passm.mode='sync' with a ParameterServerStrategy: parameter-server training is "
             "asynchronous; use passm.mode='assm' for full-gradient async steps, or "
             "strategy='default' / 'mirrored' for synchronous SGD."
+        )
+
+
+# The models each generated data set fits: 1-D signals, or 32×32 images.
+_MODELS_FOR = {
+    "mnist1d": ("mnist1d_mlp", "mnist1d_cnn"),
+    "generated_images": ("resnet_small", "resnet_imagenet_tiny"),
+}
+
+
+def _check_dataset_and_model(config) -> None:
+    """Names ``passm.dataset`` and ``model`` as flags when either cannot train, before the
+    model is built or the data generated."""
+    if config.dataset not in generated.NAMES:
+        raise ValueError(
+            f"config passm.dataset={config.dataset!r}: the asynchronous trainer trains on a "
+            f"generated data set, one of {list(generated.NAMES)}; set --config.passm.dataset="
+            f"{generated.NAMES[0]} (e.g. with configs/passm.py) or {generated.NAMES[1]} "
+            "(configs/passm.py:resnet)."
+        )
+    fitting = _MODELS_FOR[config.dataset]
+    if config.model not in fitting:
+        raise ValueError(
+            f"config model={config.model!r} does not fit passm.dataset={config.dataset!r}; set "
+            f"--config.model to {' or '.join(fitting)}, or --config.passm.dataset to the data "
+            "it takes."
         )
 
 

@@ -28,10 +28,13 @@ equals the unfiltered one (InfoBatch-style; the paper trains on kept examples un
 
 from __future__ import annotations
 
+import sys
+
 import keras
 import tensorflow as tf
 
 from echoing._src.assist.assistant import (
+    Assistant,
     FeatureSelector,
     check_feature_selector,
     ensure_built,
@@ -39,7 +42,7 @@ from echoing._src.assist.assistant import (
     score,
     select_features,
 )
-from echoing._src.core import grouping, meters
+from echoing._src.core import dataset_graph, grouping, meters
 from echoing._src.core.checks import in_interval, is_positive_int, is_real, is_seed
 
 
@@ -74,6 +77,9 @@ class AssistantFilter:
         self.name = name
         self.seen = meters.ElementCounter(f"{name}_seen")
         self.kept = meters.ElementCounter(f"{name}_kept")
+        with tf.device("/cpu:0"):  # read and set in the tf.data graph, on the host
+            # Whether _warn_if_untrained has spoken (a trainer that feeds its learner sets it).
+            self.warned_untrained = tf.Variable(False, trainable=False, name=f"{name}_warned")
 
     def keep_rate(self) -> float:
         """Kept / seen so far (0 before any input)."""
@@ -127,6 +133,7 @@ class AssistantFilter:
         assistant, features, label_key = self.assistant, self.features, self.label_key
         base_prob, limit, reweight = self.base_prob, self.max_consecutive_drops, self.reweight
         seen, kept = self.seen.variable, self.kept.variable
+        warned = self.warned_untrained
 
         def keep_probability(batch, random):
             selected = select_features(batch, features)
@@ -160,6 +167,7 @@ class AssistantFilter:
                     seen.assign_add(size),
                     kept.assign_add(tf.size(kept_at, out_type=tf.int64)),
                 ]
+            updates.append(_warn_if_untrained(assistant, seen, warned, base_prob))
             with tf.control_dependencies(updates):
                 # Masking the group here leaves no per-element filter or map downstream.
                 kept_batch = {key: tf.boolean_mask(value, keep) for key, value in batch.items()}
@@ -171,13 +179,48 @@ class AssistantFilter:
                 return tf.identity(trailing), kept_batch
 
         random = tf.data.Dataset.random(seed=self.seed, rerandomize_each_iteration=True)
-        return (
+        kept = (
             tf.data.Dataset.zip(dataset, random)
             .batch(group)
             .map(keep_probability, num_parallel_calls=tf.data.AUTOTUNE, name=f"{self.name}_score")
             .scan(tf.constant(0, tf.int64), count_drops, name=f"{self.name}_keep")
             .unbatch(name=f"{self.name}_unbatch")
         )
+        return dataset_graph.mark_per_pass(kept, "assistant_filter")
+
+
+# An Assistant nothing trains scores every example 0.5 and drops a share of them at random:
+# silent without this. Its weights start at zero; still zero after this many inputs, nothing
+# trains it (a trainer's learner has trained it long before).
+UNTRAINED_AFTER = 10_000
+_UNTRAINED = (
+    "echoing.assistant_filter: {} inputs seen and the Assistant is untrained (its weights are "
+    "still zero), so it scores every example 0.5 and drops about {:.0%} of them at random. "
+    "Train it on training's losses: echoing.AssistantFeedbackCallback(learner, inbox, "
+    "stage=stage) in fit's callbacks, or learner.feedback(batch, losses) in your own loop."
+)
+
+
+def _warn_if_untrained(assistant, seen, warned, base_prob: float):
+    """Prints ``_UNTRAINED`` on stderr once, when ``seen`` passes ``UNTRAINED_AFTER`` with the
+    built-in Assistant's weights all zero; a scorer of the user's own is not judged. In graph,
+    per scored group; the weights are read only once the count is due."""
+    if not isinstance(assistant, Assistant):
+        return tf.identity(warned)
+    weights = (assistant.kernel, assistant.label_bias, assistant.bias)
+
+    def check():
+        untrained = tf.reduce_all([tf.reduce_all(tf.equal(w, 0.0)) for w in weights])
+        message = _UNTRAINED.format("{}", (1.0 - base_prob) / 2)
+
+        def warn():
+            printed = tf.print(tf.strings.format(message, seen), output_stream=sys.stderr)
+            with tf.control_dependencies([printed]):
+                return warned.assign(True)
+
+        return tf.cond(untrained, warn, lambda: warned.assign(True))  # judged once
+
+    return tf.cond((seen >= UNTRAINED_AFTER) & ~warned, check, lambda: tf.identity(warned))
 
 
 def _require_feature_shape(assistant, feature_spec: tf.TensorSpec, features) -> None:

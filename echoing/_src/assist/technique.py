@@ -88,6 +88,9 @@ class AssistantTechnique(Technique):
             asynchronous=asynchronous,
             train_every=train_every,
         )
+        # The trainer feeds its learner from the first step: the untrained-Assistant warning
+        # is for a user's fit that forgot to.
+        self.filter.warned_untrained.assign(True)
         # Built now, eagerly and on the host, so a checkpoint restores its slots at once.
         with tf.device("/cpu:0"):
             self.learner.optimizer.build(self.assistant.trainable_variables)

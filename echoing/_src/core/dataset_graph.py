@@ -42,6 +42,39 @@ def mark_echo(echoed: tf.data.Dataset, input_dataset: tf.data.Dataset, *, shuffl
         setattr(echoed, _ECHO_ATTRIBUTE, (input_dataset, bool(shuffled)))
 
 
+# The attribute the stages that decide anew each pass (loss_prune, assistant_filter,
+# priority_sample) set on the dataset they return: their name.
+_PER_PASS_ATTRIBUTE = "_echoing_per_pass_stage"
+# Stages that replay the elements of their first pass in every later one.
+_REPLAYS = {"CacheDataset": "cache()", "SnapshotDataset": "snapshot()"}
+
+
+def mark_per_pass(dataset: tf.data.Dataset, name: str) -> tf.data.Dataset:
+    """Records on ``dataset`` (and returns it) that it is the output of the stage ``name``,
+    which decides anew each pass (which examples to keep, which batches to draw)."""
+    with contextlib.suppress(Exception):
+        setattr(dataset, _PER_PASS_ATTRIBUTE, name)
+    return dataset
+
+
+def per_pass_stage_replayed(dataset: tf.data.Dataset) -> tuple[str, str] | None:
+    """``(stage, replay)`` when a stage marked by ``mark_per_pass`` comes before a ``cache()``
+    or ``snapshot()`` before ``dataset``: every pass after the first replays the stage's first
+    decisions, and the stage itself never runs again. None otherwise (or when the walk fails)."""
+    try:
+        pending, walked = [(dataset, None)], 0
+        while pending and walked < _MAX_STAGES:
+            (node, replay), walked = pending.pop(), walked + 1
+            replay = replay or _REPLAYS.get(type(node).__name__.lstrip("_"))
+            stage = getattr(node, _PER_PASS_ATTRIBUTE, None)
+            if stage is not None and replay is not None:
+                return stage, replay
+            pending.extend((upstream, replay) for upstream in node._inputs())
+        return None
+    except Exception:
+        return None
+
+
 def is_echo_output(dataset: tf.data.Dataset) -> bool:
     """Whether ``dataset`` is what an ``echoing.echo`` stage returned."""
     return getattr(dataset, _ECHO_ATTRIBUTE, None) is not None

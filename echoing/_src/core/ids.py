@@ -209,6 +209,25 @@ def _upstream(dataset: tf.data.Dataset):
             return
 
 
+def _samples_anew_each_pass(dataset: tf.data.Dataset) -> bool:
+    """Whether a stage before ``dataset`` picks among datasets (``sample_from_datasets``,
+    ``choose_from_datasets``) by a ``Dataset.random`` that draws anew each pass: the order of
+    the examples then differs from pass to pass. Through every stage; best effort."""
+    pending, walked = [dataset], 0
+    while pending and walked < 1_000:
+        node, walked = pending.pop(), walked + 1
+        inputs = node._inputs()
+        if type(node).__name__.lstrip("_") == "DirectedInterleaveDataset" and inputs:
+            selector, stack = [], [inputs[0]]  # the selector: which dataset gives the next
+            while stack and len(selector) < 100:
+                selector.append(stack.pop())
+                stack.extend(selector[-1]._inputs())
+            if any(getattr(stage, "_rerandomize", None) for stage in selector):
+                return True
+        pending.extend(inputs)
+    return False
+
+
 def _batched_by(dataset: tf.data.Dataset) -> str | None:
     """The batching transformation that made ``dataset``'s elements, if it is in plain sight."""
     for stage in _upstream(dataset):
@@ -226,6 +245,8 @@ def _reordered_by(dataset: tf.data.Dataset) -> str | None:
     effort, not a proof (an ``interleave``'s ``deterministic`` cannot be read)."""
     if dataset.options().deterministic is False:
         return "tf.data.Options with deterministic=False"
+    if _samples_anew_each_pass(dataset):
+        return "sample_from_datasets(..., rerandomize_each_iteration=True)"
     for _ in range(64):
         name = type(dataset).__name__.lstrip("_")
         if is_echo_output(dataset):

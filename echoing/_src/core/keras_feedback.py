@@ -44,6 +44,8 @@ from collections.abc import Callable, Mapping, Sequence
 import keras
 import tensorflow as tf
 
+from echoing._src.core import dataset_graph
+
 # (ids [B], per-example losses [B]) -> None, run inside the train step.
 Observer = Callable[[tf.Tensor, tf.Tensor], object]
 
@@ -57,6 +59,23 @@ class _PerExampleLossModel(keras.Model):
             _require_one_output(self)
             loss = _MeanLoss(self.per_example_loss, type(self).__name__)
         super().compile(optimizer, loss, *args, **kwargs)
+
+    def fit(self, x=None, *args, **kwargs):
+        """``keras.Model.fit``, refusing first a dataset that replays a per-pass stage and a
+        ``ModelCheckpoint`` that would save the wrapper (which ``save`` refuses) an epoch in."""
+        if isinstance(x, tf.data.Dataset):
+            _refuse_replayed_stage(self, x)
+        for callback in kwargs.get("callbacks") or ():
+            whole = isinstance(callback, keras.callbacks.ModelCheckpoint)
+            if whole and not callback.save_weights_only:
+                raise TypeError(
+                    f"{type(self).__name__}.fit: ModelCheckpoint({callback.filepath!r}) would "
+                    f"save the whole {type(self).__name__}, a training wrapper that is not "
+                    "saved itself (at the end of the first epoch); pass save_weights_only=True "
+                    "(a .weights.h5 path), or save the wrapped model, model.model.save(path), "
+                    "after fit."
+                )
+        return super().fit(x, *args, **kwargs)
 
     def save(self, filepath, *args, **kwargs):
         """Refused: the wrapper only trains; save the model it wraps (``model.model.save``)."""
@@ -72,6 +91,22 @@ class _PerExampleLossModel(keras.Model):
         return super().compute_loss(
             x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
         )
+
+
+def _refuse_replayed_stage(model, dataset: tf.data.Dataset) -> None:
+    """Raises ValueError, before training, when ``dataset`` caches or snapshots the output of a
+    stage that decides anew each pass (``dataset_graph.per_pass_stage_replayed``): from the
+    second epoch on the stage would never run, with no word (pruning would prune nothing)."""
+    replayed = dataset_graph.per_pass_stage_replayed(dataset)
+    if replayed is None:
+        return
+    stage, replay = replayed
+    raise ValueError(
+        f"{type(model).__name__}.fit: the dataset's {stage} comes before a {replay}, which "
+        f"replays the first epoch's elements in every later one, so {stage} would decide once "
+        f"and never again (its later epochs would not prune, filter or sample); move the "
+        f"{replay} before {stage} (cache the source, then {stage}), or drop it."
+    )
 
 
 class LossFeedback(_PerExampleLossModel):

@@ -54,8 +54,9 @@ class PriorityModel(_PerExampleLossModel):
     (``model.losses``: regularizers), and ``evaluate`` reports its weighted mean (unless
     ``compile`` is given a ``loss``, which warns). A mixed-precision optimizer's loss scale is
     applied and divided out as in Keras's own step; a step that overflows leaves ḡ as it was.
-    Set ``layer.trainable`` before wrapping: ḡ is kept per trainable variable. Like ``LossFeedback``, it takes plain inputs in
-    ``evaluate`` and ``predict``. The wrapped model is ``model.model``.
+    Set ``layer.trainable`` before wrapping: ḡ is kept per trainable variable. Like
+    ``LossFeedback``, it takes plain inputs in ``evaluate`` and ``predict``. The wrapped model is
+    ``model.model``.
 
     Args:
       model: the Keras model to train; it receives ``x[inputs_key]``.

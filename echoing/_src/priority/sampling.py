@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
+from echoing._src.core import dataset_graph
 from echoing._src.core.checks import in_interval, is_int, is_real
 from echoing._src.core.sources import RandomAccessSource, random_access_source
 from echoing._src.priority.checks import check_ratio, check_source_size, ids_per_batch
@@ -382,4 +383,4 @@ def sampled_batches(
     # The map reads the table's variables. They are checkpointed with the table, so the
     # iterator checkpoint (the step counter) must not try to serialize them.
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-    return dataset.with_options(options)
+    return dataset_graph.mark_per_pass(dataset.with_options(options), "priority_sample")
