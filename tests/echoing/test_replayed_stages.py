@@ -19,9 +19,8 @@ def _source():
     return echoing.with_ids(tf.data.Dataset.from_tensor_slices((x, y)))
 
 
-def _fit(pipeline):
-    table = echoing.LossTable(N)
-    prune = echoing.loss_prune(table, num_epochs=4, seed=0)
+def _model(table):
+    """A LossFeedback model whose losses update ``table``, compiled."""
     keras.utils.set_random_seed(0)
     model = echoing.keras.LossFeedback(
         keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)]),
@@ -31,6 +30,13 @@ def _fit(pipeline):
         observers=[table.update],
     )
     model.compile(keras.optimizers.SGD(0.1))
+    return model
+
+
+def _fit(pipeline):
+    table = echoing.LossTable(N)
+    prune = echoing.loss_prune(table, num_epochs=4, seed=0)
+    model = _model(table)
     batches = pipeline(_source(), prune).batch(BATCH).map(echoing.keras.fit_inputs)
     model.fit(batches, epochs=4, verbose=0)
     return prune.stats()
@@ -75,15 +81,7 @@ def test_each_per_pass_stage_is_found_behind_a_replay(replay, tmp_path):
 
 def test_a_model_checkpoint_of_the_wrapper_is_refused_before_training(tmp_path):
     # Before: a TypeError at the end of the first trained epoch.
-    table = echoing.LossTable(N)
-    model = echoing.keras.LossFeedback(
-        keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)]),
-        per_example_loss=keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, reduction=None
-        ),
-        observers=[table.update],
-    )
-    model.compile(keras.optimizers.SGD(0.1))
+    model = _model(echoing.LossTable(N))
     batches = _source().batch(BATCH).map(echoing.keras.fit_inputs)
     whole = keras.callbacks.ModelCheckpoint(str(tmp_path / "ck.keras"))
     with pytest.raises(TypeError, match=r"LossFeedback.fit: ModelCheckpoint\(.*ck.keras'\) would "
