@@ -58,6 +58,8 @@ def get_config(arg: str | None = None):
     config.priority = args.get("priority", False)
     config.priority_top_ratio = args.get("top_ratio", 0.1)
     config.priority_renew_ratio = args.get("renew_ratio", 0.9)
+    if config.priority:  # it draws decoded examples by id: the augment stage would not run
+        config.data.augment = "none"
     config.target_accuracy = 0.9
     if args.get("smoke", False):
         config.data.num_train, config.data.num_eval = 1_000, 200

@@ -41,7 +41,8 @@ def default_data_config() -> ml_collections.ConfigDict:
     config.train_split = "train"
     config.eval_split = "test"
     # Generated or embedded sets only: MNIST-1D, the photo set, and the text corpus (its first
-    # num_train / num_eval paragraphs, or all it has).
+    # num_train / num_eval paragraphs, or all it has). MNIST-1D generates both splits in one
+    # draw of num_train + num_eval examples, so changing either changes the train examples too.
     config.num_train = 40_000
     config.num_eval = 10_000
     config.image_dir = ""  # source="image_folder": root/<class>/* or root/<split>/<class>/*
@@ -65,7 +66,7 @@ def default_data_config() -> ml_collections.ConfigDict:
     config.image_size = None
     config.batch_size = 128
     config.eval_batch_size = 1_000
-    config.shuffle_buffer = 10_000
+    config.shuffle_buffer = 10_000  # 0 = no shuffle: the train split in its stored order
     # "mnist1d"; "image" (crop-resize, flip, colour jitter on decoded pixels); "inception"
     # (random-resized crop while decoding JPEG bytes, then flip; needs encoded images:
     # image_folder, or png/jpeg TFRecords); "none".
@@ -76,7 +77,9 @@ def default_data_config() -> ml_collections.ConfigDict:
     config.echo = config_dict.placeholder(float)
     config.echo_insert = config_dict.placeholder(str)
     config.echo_buffer_size = config_dict.placeholder(int)
-    config.num_parallel_calls = tf.data.AUTOTUNE  # 1 = sequential maps (nothing computed ahead)
+    # The pipeline's own maps: 1 = sequential (nothing computed ahead). A TFDS-stored source
+    # (MNIST-1D, tfds) reads its files with TFDS's own parallel reader either way.
+    config.num_parallel_calls = tf.data.AUTOTUNE
     config.prefetch = tf.data.AUTOTUNE
     # tf.data's autotuner (parallelism and buffer sizes tuned while the pipeline runs). Leave it
     # on for training runs. Seconds-long runs (smoke tests) gain nothing from it, and tearing an
@@ -324,7 +327,7 @@ def warn_if_eval_is_train(config: ml_collections.ConfigDict) -> None:
             "accuracy is training accuracy; point the eval split at held-out data for a "
             "figure of how the model generalises.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=2,  # make_datasets' line: shown once, however many pipelines a run builds
         )
 
 

@@ -162,6 +162,7 @@ def resolve_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     _check_schedule(resolved)
     _check_strategy(resolved)
     _check_echo_insert(resolved)
+    _check_service_checkpoint(resolved)
     techniques.check_config(resolved)
     _check_target(resolved)
     if resolved.model not in models.MODELS:
@@ -220,6 +221,18 @@ def _renamed_priority_fields(given: dict) -> dict:
             )
         given[old] = None
     return renamed
+
+
+def _check_service_checkpoint(config: ml_collections.ConfigDict) -> None:
+    """A served pipeline's position lives in the service's job: the first checkpoint that
+    tried to save it would fail, steps into the run, naming the disk."""
+    if config.data.service_address and config.checkpoint_iterator:
+        raise ValueError(
+            f"config checkpoint_iterator=True with data.service_address="
+            f"{config.data.service_address!r}: the input position lives in the tf.data "
+            "service's job, which a checkpoint cannot save; set --config.checkpoint_iterator="
+            "False (as configs/data_service.py does): a resumed run then restarts its stream."
+        )
 
 
 def _check_echo_insert(config: ml_collections.ConfigDict) -> None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections.abc import Sequence
 
 import tensorflow as tf
@@ -205,6 +206,15 @@ def _check_task_index(task_index, workers) -> None:
 def _multi_worker(workers, task_index) -> tf.distribute.Strategy:
     if not workers:
         # TFConfigClusterResolver: TF_CONFIG, or a single local worker when it is unset.
+        if not os.environ.get("TF_CONFIG"):
+            warnings.warn(
+                "strategy='multi_worker' with neither config workers nor TF_CONFIG: it trains "
+                "as one worker on this host's devices (as mirrored does); give every worker "
+                "--config.workers=HOST:PORT,HOST:PORT and its --config.task_index=I (or "
+                "TF_CONFIG) to train on several.",
+                UserWarning,
+                stacklevel=3,
+            )
         return tf.distribute.MultiWorkerMirroredStrategy()
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec({"worker": list(workers)}),

@@ -17,6 +17,7 @@ The arrays are embedded in the graph as constants (``from_tensor_slices``), so k
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import ml_collections
@@ -54,6 +55,15 @@ def load(train: Mapping, eval: Mapping, num_classes: int | None = None) -> Sourc
         raise ValueError(
             f"array labels must be in [0, num_classes={num_classes}), got labels in "
             f"[{smallest}, {largest}]; fix the labels or set num_classes."
+        )
+    unseen = np.setdiff1d(eval_labels, train_labels)
+    if unseen.size:  # an image folder refuses this; arrays may hold a deliberate held-out class
+        warnings.warn(
+            f"eval_arrays hold labels train_arrays never do: {unseen[:10].tolist()}"
+            f"{' ...' if unseen.size > 10 else ''}; the model cannot learn them, so their eval "
+            "examples count as errors. Check that both splits label the same classes.",
+            UserWarning,
+            stacklevel=3,
         )
     return Source(
         train=_split(train_inputs, train_labels),

@@ -577,3 +577,12 @@ def test_a_stream_of_nested_inputs_is_pruned_leaf_by_leaf():
     assert n < len(kept) < 2 * n
     for element in kept:
         assert float(element["inputs"]["a"][0]) == float(element["id"])  # rows stay together
+
+
+def test_lookup_takes_int32_ids_as_update_does():
+    # Before: TensorFlow's "cannot compute Less as input #1 was expected to be a int32 tensor".
+    table = echoing.LossTable(4)
+    table.update(tf.range(4), tf.constant([1.0, 2.0, 3.0, 4.0]))
+    losses, seen = table.lookup(tf.range(2))
+    np.testing.assert_allclose(losses.numpy(), [1.0, 2.0])
+    assert seen.numpy().all()

@@ -1,6 +1,7 @@
-"""A cache or snapshot after a stage that decides each pass (pruning, the Assistant's filter,
-priority sampling) would replay its first pass: ``fit`` refuses it before training (issue 33:
-``loss_prune(...)`` then ``.cache()`` pruned nothing after the first epoch, without a word)."""
+"""What ``fit`` and ``fit_inputs`` refuse or name before training. A cache or snapshot after a
+stage that decides each pass (pruning, the Assistant's filter, priority sampling) would replay its
+first pass (issue 33: ``loss_prune(...)`` then ``.cache()`` pruned nothing after the first epoch,
+without a word)."""
 
 import keras
 import numpy as np
@@ -93,3 +94,12 @@ def test_a_model_checkpoint_of_the_wrapper_is_refused_before_training(tmp_path):
     )
     model.fit(batches, epochs=1, verbose=0, callbacks=[weights])
     assert (tmp_path / "ck.weights.h5").exists()
+
+
+def test_fit_inputs_says_which_batch_keys_it_leaves_out():
+    # Before: a batch's "weight" (or a misspelt "sample_weights") was dropped in silence, and
+    # training ran unweighted.
+    weighted = _source().map(lambda e: {**e, "sample_weights": tf.ones([])}).batch(BATCH)
+    with pytest.warns(UserWarning, match=r"fit_inputs leaves out the batch's \['sample_weights'\]"):
+        mapped = weighted.map(echoing.keras.fit_inputs)
+    assert len(mapped.element_spec) == 2  # (x, y): the misspelt weights are not among them

@@ -1,5 +1,8 @@
 """The technique protocol: which techniques a config builds, and each hook's contract."""
 
+import contextlib
+import types
+
 import ml_collections
 import numpy as np
 import pytest
@@ -207,6 +210,17 @@ def test_priority_technique_selects_its_own_batches_and_replaces_gradients():
             r"config priority=True with strategy='tpu': .* a TPU step .* for priority sampling\.",
         ),
         ({"priority": True, "assist": True}, ValueError, "cannot be combined with assist=True"),
+        (  # before: the dispatcher started and served nothing, silently (issue 33)
+            {"priority": True, "data_service_address": "local", "checkpoint_iterator": False},
+            ValueError,
+            r"priority=True with data.service_address='local': .* set data.service_address=''",
+        ),
+        (  # before: the first checkpoint failed steps in, naming the disk
+            {"data_service_address": "local"},
+            ValueError,
+            r"checkpoint_iterator=True with data.service_address='local': .* set "
+            r"--config.checkpoint_iterator=False",
+        ),
         (  # :priority=1,top_ratio=0.3 with the default renew_ratio; before, the sampler's
             # message named neither config field
             {"priority": True, "priority_top_ratio": 0.3},
@@ -360,3 +374,19 @@ def test_the_compatibility_table_names_only_techniques_it_can_switch():
     assert named <= set(compatibility.SWITCHES)
     config = run_config.resolve_config(_config(echo=2.0, assist=True, prune=True))
     compatibility.check(config)  # echo, the Assistant and pruning run together
+
+
+def test_priority_with_an_augmentation_says_it_does_not_run(load_config):
+    # Before: :priority=1 trained without the config's augmentation, and said nothing.
+    from echoing._src.priority import technique as priority_technique
+
+    config = run_config.resolve_config(_config(priority=True))
+    context = types.SimpleNamespace(config=config)
+    message = r"data.augment='mnist1d': priority sampling draws the train batches by id from "
+    # The context holds only the config the check reads: what follows it may fail.
+    with (
+        pytest.warns(UserWarning, match=message + "the decoded examples, so the augmentation"),
+        contextlib.suppress(Exception),
+    ):
+        priority_technique.from_config(context)
+    assert load_config("mnist1d", "priority=1,smoke").data.augment == "none"  # its own: quiet

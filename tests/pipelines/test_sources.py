@@ -319,3 +319,15 @@ def test_mnist1d_tfrecord_export_matches_tfds_copy(tiny_config, mnist1d_dir, tmp
 def test_write_shards_rejects_bad_count(tmp_path):
     with pytest.raises(ValueError, match="num_shards must be an int >= 1, got 0"):
         tfrecord.write_shards(str(tmp_path / "x"), np.zeros([4, 2]), np.zeros(4), num_shards=0)
+
+
+def test_eval_labels_the_train_split_never_has_are_warned_about():
+    # Before: train labels 0..4 against eval labels 0..9 were accepted without a word, where an
+    # image folder refuses an eval class the train split lacks (issue 33).
+    from pipelines.sources import arrays
+
+    train = {"inputs": np.zeros([10, 3]), "label": np.arange(10) % 5}
+    evaluation = {"inputs": np.zeros([10, 3]), "label": np.arange(10)}
+    with pytest.warns(UserWarning, match=r"eval_arrays hold labels train_arrays never do: "
+                      r"\[5, 6, 7, 8, 9\]; the model cannot learn them"):  # fmt: skip
+        assert arrays.load(train, evaluation).num_classes == 10

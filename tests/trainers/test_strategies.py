@@ -8,6 +8,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 import tensorflow as tf
@@ -84,8 +85,14 @@ def test_tpu_without_a_tpu_says_so(tpu, message, monkeypatch):
         ("multi_worker", tf.distribute.MultiWorkerMirroredStrategy, 1),
     ],
 )
-def test_make_strategy_builds_the_named_strategy(name, kind, replicas, tmp_path):
-    strategy = strategies.make_strategy(name)
+def test_make_strategy_builds_the_named_strategy(name, kind, replicas, tmp_path, monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        strategy = strategies.make_strategy(name)
+    # multi_worker with no cluster named trained as one local worker without a word (issue 33).
+    alone = [w for w in caught if "neither config workers nor TF_CONFIG" in str(w.message)]
+    assert len(alone) == (name == "multi_worker")
     assert isinstance(strategy, kind)
     assert strategy.num_replicas_in_sync == replicas
     # Alone (no TF_CONFIG), a process is its own chief and writes the workdir itself.

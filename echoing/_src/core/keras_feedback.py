@@ -39,6 +39,7 @@ that one.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import keras
@@ -128,7 +129,10 @@ class LossFeedback(_PerExampleLossModel):
       per_example_loss: ``(y_true, y_pred) -> [B]`` unreduced, e.g. a Keras loss built with
         ``reduction=None``; what the observers receive, and what trains unless ``compile`` is
         given a ``loss``.
-      observers: callables ``(ids, losses)``, e.g. ``LossTable.update``.
+      observers: callables ``(ids, losses)``, e.g. ``LossTable.update``. They run inside
+        fit's compiled train step, on tensors: TensorFlow ops there run every step, while a
+        Python side effect (a list's append, numpy) runs once, when fit traces the step; wrap
+        one in ``tf.py_function`` to run it every step.
       inputs_key, id_key: the keys of ``x`` holding the model's input and the example ids.
     """
 
@@ -336,7 +340,18 @@ def fit_inputs(batch: dict, *more) -> tuple:
     if missing:
         raise KeyError(
             f"fit_inputs needs 'inputs', 'label' and 'id' in each batch, {missing} missing; "
-            f"got keys {sorted(batch)}."
+            f"got keys {sorted(batch)}. Elements with other keys (with_ids(..., inputs_key=...)"
+            ") can be mapped by hand: lambda b: ({'inputs': b[KEY], 'id': b['id']}, "
+            "b['label']), and the wrapper built with its default inputs_key."
+        )
+    left_out = sorted(set(batch) - {"inputs", "label", "id", "sample_weight"})
+    if left_out:  # said when the map traces, once per pipeline
+        warnings.warn(
+            f"fit_inputs leaves out the batch's {left_out}: fit gets x = {{'inputs', 'id'}}, "
+            "y = 'label' and the weights under 'sample_weight' only; rename a weight to "
+            "'sample_weight', or drop the keys before the map to say so.",
+            UserWarning,
+            stacklevel=2,
         )
     x = {"inputs": batch["inputs"], "id": batch["id"]}
     if "sample_weight" in batch:

@@ -109,7 +109,9 @@ class LossTable(tf.Module):
         """Called by ``update`` with the ``[n, 1]`` ids it recorded (for subclasses)."""
 
     def lookup(self, ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """``(losses, seen)`` of ``ids`` (int64); an id outside the table fails the op."""
+        """``(losses, seen)`` of ``ids`` (integers, as ``update`` takes); an id outside the
+        table fails the op."""
+        ids = integer_ids(ids, "LossTable.lookup")
         with tf.control_dependencies(self.range_checks(ids, "loss table lookup")):
             return tf.gather(self.losses, ids), tf.gather(self.seen, ids)
 

@@ -201,6 +201,12 @@ def check_config(config) -> None:
             "Use strategy='default', 'mirrored' or 'multi_worker' for priority sampling."
         )
     config_checks.refuse_fresh_evaluation(config, "priority sampling selects batches")
+    if config.data.service_address:
+        raise ValueError(
+            f"config priority=True with data.service_address={config.data.service_address!r}: "
+            "priority sampling draws the train batches by id from the decoded examples, so the "
+            "tf.data service would serve nothing; set data.service_address=''."
+        )
     top, renew = config.priority_top_ratio, config.priority_renew_ratio
     if top + renew > 1:  # named here: the sampler's own message knows no config field
         raise ValueError(
@@ -217,6 +223,14 @@ def from_config(context: Context) -> PriorityTechnique | None:
     config = context.config
     if not config.priority:
         return None
+    if config.data.augment != "none":
+        warnings.warn(
+            f"config priority=True with data.augment={config.data.augment!r}: priority "
+            "sampling draws the train batches by id from the decoded examples, so the "
+            "augmentation does not run; set data.augment='none' to say so.",
+            UserWarning,
+            stacklevel=2,
+        )
     if config.strategy in ("mirrored", "multi_worker"):
         # The distributed iterator reads ahead even without prefetching to the devices.
         warnings.warn(
