@@ -312,12 +312,16 @@ def warn_if_eval_is_train(config: ml_collections.ConfigDict) -> None:
     on the training data can be what a user wants, to see how well a model fits it."""
     same = None
     if config.source in ("tfrecord", "text") and config.train_files:
-        if config.train_files == config.eval_files:
-            same = f"train_files and eval_files are both {config.train_files!r}"
+        shared = _shared_files(config.train_files, config.eval_files)
+        if shared:
+            same = (
+                f"train_files {config.train_files!r} and eval_files {config.eval_files!r} share "
+                f"{len(shared)} file{'s' if len(shared) != 1 else ''} ({shared[0]})"
+            )
     elif config.source in ("tfds", "image_folder", "text") and (
         config.source != "text" or config.name
     ):
-        if config.train_split == config.eval_split:
+        if os.path.normpath(config.train_split) == os.path.normpath(config.eval_split):
             same = f"train_split and eval_split are both {config.train_split!r}"
     elif config.source == "arrays" and _same_arrays(config.train_arrays, config.eval_arrays):
         same = "train_arrays and eval_arrays hold the same arrays"
@@ -329,6 +333,19 @@ def warn_if_eval_is_train(config: ml_collections.ConfigDict) -> None:
             UserWarning,
             stacklevel=2,  # make_datasets' line: shown once, however many pipelines a run builds
         )
+
+
+def _shared_files(train_files: str, eval_files: str) -> list[str]:
+    """The files both globs name, sorted: local globs are expanded (``a/*.txt`` holds
+    ``a/b.txt``) and paths made absolute; remote ones (``gs://``) are compared as written."""
+    if "://" in train_files or "://" in eval_files:
+        return [train_files] if train_files == eval_files else []
+
+    def files(pattern: str) -> set[str]:
+        expanded = os.path.abspath(os.path.expanduser(pattern))
+        return {os.path.abspath(path) for path in tf.io.gfile.glob(expanded)} or {expanded}
+
+    return sorted(files(train_files) & files(eval_files))
 
 
 def _same_arrays(train, evaluation) -> bool:

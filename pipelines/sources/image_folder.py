@@ -101,6 +101,7 @@ def load(
         held_out = [_held_out(path, root, eval_fraction) for path, _ in files]
         train_files = [file for file, out in zip(files, held_out, strict=True) if not out]
         eval_files = [file for file, out in zip(files, held_out, strict=True) if out]
+        _warn_if_all_held_out(root, classes, train_files)
     train, eval_ = (
         _split(files, name, image_size, skip_corrupt)
         for files, name in ((train_files, f"{root} (train)"), (eval_files, f"{root} (eval)"))
@@ -147,6 +148,23 @@ def _refuse_unnamed_splits(root: str, classes: list[str], train_split: str, eval
             f"folders, read as classes, are {classes}. Name its split folders with train_split "
             "and eval_split, or leave both at their defaults ('train', 'test') for a folder of "
             "class folders, whose eval split is held out by eval_fraction."
+        )
+
+
+def _warn_if_all_held_out(root: str, classes: list[str], train_files) -> None:
+    """Warns naming the classes whose every image the hash held out for eval (a class of one
+    image, say): the model cannot learn them, and their eval images count as errors."""
+    trained = {label for _, label in train_files}
+    lost = [name for label, name in enumerate(classes) if label not in trained]
+    if lost:
+        logging.warning(
+            "image folder %r: every image of %s %s is held out for eval (eval_fraction), so the "
+            "model cannot learn %s; add training images, or lay the folder out as "
+            "train/<class>/ and test/<class>/.",
+            root,
+            "class" if len(lost) == 1 else "classes",
+            lost,
+            "it" if len(lost) == 1 else "them",
         )
 
 

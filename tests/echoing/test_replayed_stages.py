@@ -3,6 +3,8 @@ stage that decides each pass (pruning, the Assistant's filter, priority sampling
 first pass (issue 33: ``loss_prune(...)`` then ``.cache()`` pruned nothing after the first epoch,
 without a word)."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -103,3 +105,18 @@ def test_fit_inputs_says_which_batch_keys_it_leaves_out():
     with pytest.warns(UserWarning, match=r"fit_inputs leaves out the batch's \['sample_weights'\]"):
         mapped = weighted.map(echoing.keras.fit_inputs)
     assert len(mapped.element_spec) == 2  # (x, y): the misspelt weights are not among them
+
+
+def test_fit_shorter_than_pruning_num_epochs_is_warned_about():
+    # Before: num_epochs=12 with fit(epochs=4) pruned every epoch, the anneal never ran, and
+    # nothing said so (the other way round the stage says so itself).
+    table = echoing.LossTable(N)
+    prune = echoing.loss_prune(table, num_epochs=12, seed=0)
+    batches = _source().apply(prune).batch(BATCH).map(echoing.keras.fit_inputs)
+    with pytest.warns(UserWarning, match=r"LossFeedback.fit: epochs=4 ends before loss_prune's "
+                      r"num_epochs=12, so its last epochs"):  # fmt: skip
+        _model(table).fit(batches, epochs=4, verbose=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _model(table).fit(batches, epochs=2, steps_per_epoch=3, verbose=0)  # not passes: quiet
+    assert not [w for w in caught if "ends before loss_prune" in str(w.message)]

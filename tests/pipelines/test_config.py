@@ -161,18 +161,29 @@ def test_an_augmentation_that_does_not_fit_the_inputs_is_refused(shape, augment,
     [
         (
             {"source": "tfrecord", "train_files": "a*", "eval_files": "a*", "num_classes": 2},
-            "train_files and eval_files are both 'a*'",
+            "train_files 'a*' and eval_files 'a*' share 1 file",
         ),
         (
             {"source": "text", "train_files": "t.txt", "eval_files": "t.txt", "augment": "none"},
-            "train_files and eval_files are both 't.txt'",
+            "train_files 't.txt' and eval_files 't.txt' share 1 file",
+        ),
+        (  # the same file written another way, and a file inside the train glob
+            {"source": "text", "train_files": "./t.txt", "eval_files": "t.txt", "augment": "none"},
+            "train_files './t.txt' and eval_files 't.txt' share 1 file",
+        ),
+        (
+            {"source": "text", "train_files": "*.txt", "eval_files": "t.txt", "augment": "none"},
+            "train_files '*.txt' and eval_files 't.txt' share 1 file",
         ),
         ({"source": "tfds", "name": "mnist", "eval_split": "train"}, "train_split and eval_"),
-        ({"source": "image_folder", "image_size": 8, "eval_split": "train"}, "train_split and"),
+        ({"source": "image_folder", "image_size": 8, "eval_split": "train/"}, "train_split and"),
     ],
 )
-def test_an_eval_split_that_is_the_train_split_is_warned_about(fields, same):
+def test_an_eval_split_that_is_the_train_split_is_warned_about(fields, same, tmp_path, monkeypatch):
     # Before: the run reported training accuracy as "eval accuracy", without a word (issue 33).
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.txt").write_text("words\n")
+    (tmp_path / "u.txt").write_text("other words\n")
     config = pipelines.resolve_data_config(_with(**fields))
     message = f"data config {re.escape(same)}.*evaluates on its training data"
     with pytest.warns(UserWarning, match=message):

@@ -49,12 +49,26 @@ _PER_PASS_ATTRIBUTE = "_echoing_per_pass_stage"
 _REPLAYS = {"CacheDataset": "cache()", "SnapshotDataset": "snapshot()"}
 
 
-def mark_per_pass(dataset: tf.data.Dataset, name: str) -> tf.data.Dataset:
-    """Records on ``dataset`` (and returns it) that it is the output of the stage ``name``,
-    which decides anew each pass (which examples to keep, which batches to draw)."""
+def mark_per_pass(dataset: tf.data.Dataset, name: str, stage=None) -> tf.data.Dataset:
+    """Records on ``dataset`` (and returns it) that it is the output of the stage ``name``
+    (the object ``stage``), which decides anew each pass (which examples to keep, which batches
+    to draw)."""
     with contextlib.suppress(Exception):
         setattr(dataset, _PER_PASS_ATTRIBUTE, name)
+        setattr(dataset, _PER_PASS_ATTRIBUTE + "_object", stage)
     return dataset
+
+
+def per_pass_stages(dataset: tf.data.Dataset, name: str) -> list:
+    """The objects of the stages ``name`` marked by ``mark_per_pass`` before ``dataset``."""
+    found, pending, walked = [], [dataset], 0
+    with contextlib.suppress(Exception):
+        while pending and walked < _MAX_STAGES:
+            node, walked = pending.pop(), walked + 1
+            if getattr(node, _PER_PASS_ATTRIBUTE, None) == name:
+                found.append(getattr(node, _PER_PASS_ATTRIBUTE + "_object", None))
+            pending.extend(node._inputs())
+    return [stage for stage in found if stage is not None]
 
 
 def per_pass_stage_replayed(dataset: tf.data.Dataset) -> tuple[str, str] | None:

@@ -66,6 +66,7 @@ class _PerExampleLossModel(keras.Model):
         ``ModelCheckpoint`` that would save the wrapper (which ``save`` refuses) an epoch in."""
         if isinstance(x, tf.data.Dataset):
             _refuse_replayed_stage(self, x)
+            _warn_if_pruning_outlasts_fit(self, x, kwargs)
         for callback in kwargs.get("callbacks") or ():
             whole = isinstance(callback, keras.callbacks.ModelCheckpoint)
             if whole and not callback.save_weights_only:
@@ -108,6 +109,25 @@ def _refuse_replayed_stage(model, dataset: tf.data.Dataset) -> None:
         f"and never again (its later epochs would not prune, filter or sample); move the "
         f"{replay} before {stage} (cache the source, then {stage}), or drop it."
     )
+
+
+def _warn_if_pruning_outlasts_fit(model, dataset: tf.data.Dataset, arguments: dict) -> None:
+    """Warns when ``fit``'s epochs, each a pass over ``dataset`` (no ``steps_per_epoch``), end
+    before a ``loss_prune`` stage's ``num_epochs``: its last epochs, which train on every
+    example (the anneal), would never run. The other way round the stage says so itself."""
+    if arguments.get("steps_per_epoch") is not None:
+        return  # fit's epochs are not passes: the stage counts its own
+    epochs = arguments.get("epochs", 1) - arguments.get("initial_epoch", 0)
+    for stage in dataset_graph.per_pass_stages(dataset, "loss_prune"):
+        if epochs < stage.num_epochs:
+            warnings.warn(
+                f"{type(model).__name__}.fit: epochs={arguments.get('epochs', 1)} ends before "
+                f"loss_prune's num_epochs={stage.num_epochs}, so its last epochs, which train "
+                "on every example, never run and every epoch is pruned; build the stage with "
+                "num_epochs = the epochs fit runs.",
+                UserWarning,
+                stacklevel=3,
+            )
 
 
 class LossFeedback(_PerExampleLossModel):

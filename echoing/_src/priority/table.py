@@ -276,9 +276,10 @@ def check_ids(ids: tf.Tensor, priorities: tf.Tensor, num_examples: int) -> tf.Te
         return tf.identity(ids)
 
 
-# The step at which a sampler checks that its table was ever measured (rarely reached before
-# the first measurement by a pipeline's read-ahead, even with a loop of hundreds of steps).
-UNMEASURED_STEP = 1000
+# The step at which a sampler checks that its table was ever measured: past what a pipeline
+# reads ahead of training (the sampler runs nothing ahead itself; fit's steps_per_execution or
+# a prefetch add tens at most), early enough for a short fit of a few hundred steps.
+UNMEASURED_STEP = 200
 _UNMEASURED = (
     "echoing.priority_sample: step {} and its PriorityTable has measured no priority, so "
     "sampling uses none (top-k picks ids 0, 1, ...). Measure into this same table: "

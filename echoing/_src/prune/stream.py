@@ -64,7 +64,7 @@ class StreamPruning:
             .unbatch(name=f"{self.name}_unbatch")
         )
         # The stage's variables hold its state: the iterator checkpoint may ignore them.
-        return dataset_graph.mark_per_pass(meters.checkpointable(kept), "loss_prune")
+        return dataset_graph.mark_per_pass(meters.checkpointable(kept), "loss_prune", self)
 
     def _check_epoch_size(self, size: int, pass_size: int | None) -> None:
         """An epoch longer than the input stretches pruning's epochs (threshold, anneal).

@@ -384,3 +384,18 @@ def test_an_eval_fraction_for_a_folder_with_split_folders_is_refused(tmp_path):
                        r"'test'"):  # fmt: skip
         image_folder.load(root, image_size=SIZE, eval_fraction=0.5)
     assert image_folder.load(root, image_size=SIZE).eval.num_examples == 4
+
+
+def test_a_class_whose_every_image_is_held_out_is_named(tmp_path, monkeypatch):
+    # Before: 'cat (0 + 1)' in the Found line, and training went on unable to learn cat.
+    warnings = []
+    monkeypatch.setattr(logging, "warning", lambda message, *args: warnings.append(message % args))
+    root = str(tmp_path)
+    held = next(  # a name the path hash holds out, for the class's only image
+        f"cat/{i}.jpg"
+        for i in range(100)
+        if image_folder._held_out(os.path.join(root, "cat", f"{i}.jpg"), root, 0.5)
+    )
+    _folder(tmp_path, {held: _jpeg(), **{f"dog/{i}.jpg": _jpeg(seed=i) for i in range(8)}})
+    image_folder.load(root, image_size=SIZE, eval_fraction=0.5)
+    assert any("every image of class ['cat'] is held out for eval" in w for w in warnings)
