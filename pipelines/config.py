@@ -191,6 +191,14 @@ def moved_echo_fields(config: ml_collections.ConfigDict) -> dict:
     return moved
 
 
+def at_default(value, default) -> bool:
+    """Whether a config field's ``value`` is its ``default``; a field whose default is None
+    (``train_arrays``: arrays, which == compares per entry) is at it only when None."""
+    if default is None:
+        return value is None
+    return value == default
+
+
 def locked_update(
     defaults: ml_collections.ConfigDict, given: dict, what: str
 ) -> ml_collections.ConfigDict:

@@ -16,7 +16,7 @@ import warnings
 
 import ml_collections
 
-from pipelines.config import default_data_config
+from pipelines.config import at_default, default_data_config
 
 # The fields each source reads, of those that choose or shape the data; the others (batching,
 # shuffling, parallelism, data_dir, the service) apply to every source.
@@ -78,13 +78,7 @@ def set_for_other_sources(config: ml_collections.ConfigDict) -> list[str]:
     defaults = default_data_config()
     chosen = set().union(*SOURCE_FIELDS.values())
     others = chosen - SOURCE_FIELDS[config.source]
-    return sorted(key for key in others if not _is_default(config[key], defaults[key]))
-
-
-def _is_default(value, default) -> bool:
-    if default is None:  # train_arrays and eval_arrays hold arrays, which == compares per entry
-        return value is None
-    return value == default
+    return sorted(key for key in others if not at_default(config[key], defaults[key]))
 
 
 def warn_set_for_other_sources(config: ml_collections.ConfigDict) -> None:

@@ -84,7 +84,7 @@ def changes(config, workdir: str) -> list[str]:
     instead (also over the record of a run stopped before its first save) and gives ``[]``, as
     does one written before the record existed."""
     path = os.path.join(workdir, FILENAME)
-    current = {**_flat(json.loads(config.to_json_best_effort())), **_found(config)}
+    current = {**flat_fields(json.loads(config.to_json_best_effort())), **_found(config)}
     if tf.train.latest_checkpoint(os.path.join(workdir, "checkpoints")) is None:
         # Nothing to resume (also a run stopped before its first save): this config starts it.
         tf.io.gfile.makedirs(workdir)
@@ -241,11 +241,13 @@ def _found(config) -> dict[str, int]:
     return found
 
 
-def _flat(tree: dict, prefix: str = "") -> dict[str, object]:
+def flat_fields(tree: dict, prefix: str = "", *, whole=()) -> dict[str, object]:
+    """``{"data.batch_size": 32, ...}``: a config dict's fields by dotted path; a dict under a
+    key in ``whole`` is kept as one field."""
     flat = {}
     for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flat(value, f"{prefix}{key}."))
+        if isinstance(value, dict) and key not in whole:
+            flat.update(flat_fields(value, f"{prefix}{key}.", whole=whole))
         else:
             flat[f"{prefix}{key}"] = value
     return flat

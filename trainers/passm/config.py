@@ -183,30 +183,21 @@ def unread_fields_set(config: ml_collections.ConfigDict) -> list[str]:
     """The run-config fields ``config`` sets away from their defaults that the asynchronous
     trainer does not read (``weight_decay``, ``data.source``, a technique's options): it would
     train without them. ``configs/passm.py``'s own ``warmup_steps = 0`` agrees with it."""
-    from trainers import run_config
+    from pipelines.config import at_default
+    from trainers import run_config, workdir_config
 
-    defaults = _leaves(run_config.default_config().to_dict())
+    def fields(tree) -> dict:  # by dotted path, a split's arrays kept whole
+        return workdir_config.flat_fields(tree.to_dict(), whole=("train_arrays", "eval_arrays"))
+
+    defaults = fields(run_config.default_config())
     read = {*_FLAT_PATHS.values(), *TECHNIQUE_SWITCHES, "trainer"}  # switches: refused
     unread = []
-    for path, value in _leaves(config.to_dict()).items():
+    for path, value in fields(config).items():
         if path in read or path.startswith("passm.") or path not in defaults:
             continue  # a legacy placeholder is not in the defaults: flat_view reads it
-        default = defaults[path]
-        same = value is None if default is None else value == default
-        if not same and _AGREEING.get(path, object()) != value:
+        if not at_default(value, defaults[path]) and _AGREEING.get(path, object()) != value:
             unread.append(path)
     return sorted(unread)
-
-
-def _leaves(fields: dict, prefix: str = "") -> dict:
-    """``{"data.batch_size": 32, ...}``: a config's fields by dotted path (arrays kept whole)."""
-    leaves = {}
-    for key, value in fields.items():
-        if isinstance(value, dict) and not key.endswith("_arrays"):
-            leaves.update(_leaves(value, f"{prefix}{key}."))
-        else:
-            leaves[f"{prefix}{key}"] = value
-    return leaves
 
 
 def _warn_unread_fields(config: ml_collections.ConfigDict) -> None:

@@ -43,7 +43,7 @@ def mark_echo(echoed: tf.data.Dataset, input_dataset: tf.data.Dataset, *, shuffl
 
 
 # The attribute the stages that decide anew each pass (loss_prune, assistant_filter,
-# priority_sample) set on the dataset they return: their name.
+# priority_sample) set on the dataset they return: (their name, the stage object or None).
 _PER_PASS_ATTRIBUTE = "_echoing_per_pass_stage"
 # Stages that replay the elements of their first pass in every later one.
 _REPLAYS = {"CacheDataset": "cache()", "SnapshotDataset": "snapshot()"}
@@ -54,39 +54,40 @@ def mark_per_pass(dataset: tf.data.Dataset, name: str, stage=None) -> tf.data.Da
     (the object ``stage``), which decides anew each pass (which examples to keep, which batches
     to draw)."""
     with contextlib.suppress(Exception):
-        setattr(dataset, _PER_PASS_ATTRIBUTE, name)
-        setattr(dataset, _PER_PASS_ATTRIBUTE + "_object", stage)
+        setattr(dataset, _PER_PASS_ATTRIBUTE, (name, stage))
     return dataset
 
 
 def per_pass_stages(dataset: tf.data.Dataset, name: str) -> list:
     """The objects of the stages ``name`` marked by ``mark_per_pass`` before ``dataset``."""
-    found, pending, walked = [], [dataset], 0
-    with contextlib.suppress(Exception):
-        while pending and walked < _MAX_STAGES:
-            node, walked = pending.pop(), walked + 1
-            if getattr(node, _PER_PASS_ATTRIBUTE, None) == name:
-                found.append(getattr(node, _PER_PASS_ATTRIBUTE + "_object", None))
-            pending.extend(node._inputs())
-    return [stage for stage in found if stage is not None]
+    marks = (getattr(node, _PER_PASS_ATTRIBUTE, None) for node in upstream_stages(dataset))
+    return [mark[1] for mark in marks if mark and mark[0] == name and mark[1] is not None]
 
 
 def per_pass_stage_replayed(dataset: tf.data.Dataset) -> tuple[str, str] | None:
     """``(stage, replay)`` when a stage marked by ``mark_per_pass`` comes before a ``cache()``
     or ``snapshot()`` before ``dataset``: every pass after the first replays the stage's first
     decisions, and the stage itself never runs again. None otherwise (or when the walk fails)."""
-    try:
-        pending, walked = [(dataset, None)], 0
-        while pending and walked < _MAX_STAGES:
-            (node, replay), walked = pending.pop(), walked + 1
-            replay = replay or _REPLAYS.get(type(node).__name__.lstrip("_"))
-            stage = getattr(node, _PER_PASS_ATTRIBUTE, None)
-            if stage is not None and replay is not None:
-                return stage, replay
-            pending.extend((upstream, replay) for upstream in node._inputs())
-        return None
-    except Exception:
-        return None
+    for node in upstream_stages(dataset):
+        replay = _REPLAYS.get(type(node).__name__.lstrip("_"))
+        if replay is None:
+            continue
+        for before in upstream_stages(node):
+            mark = getattr(before, _PER_PASS_ATTRIBUTE, None)
+            if mark:
+                return mark[0], replay
+    return None
+
+
+def upstream_stages(dataset: tf.data.Dataset, limit: int = _MAX_STAGES):
+    """``dataset`` and every stage before it, through all inputs (``Dataset._inputs()``), at
+    most ``limit`` of them; a walk that fails just ends."""
+    pending, walked = [dataset], 0
+    with contextlib.suppress(Exception):
+        while pending and walked < limit:
+            node, walked = pending.pop(), walked + 1
+            yield node
+            pending.extend(node._inputs())
 
 
 def is_echo_output(dataset: tf.data.Dataset) -> bool:
@@ -203,18 +204,9 @@ def pass_size(dataset: tf.data.Dataset) -> int | None:
 def caches(dataset: tf.data.Dataset) -> bool:
     """Whether a ``Dataset.cache`` stage (in memory or to a file) comes before ``dataset``:
     its first pass fills the cache and the later ones read it, at other speeds."""
-    try:
-        cache = {type(tf.data.Dataset.range(1).cache())}
-        pending, walked = [dataset], 0
-        while pending and walked < _MAX_STAGES:
-            node = pending.pop()
-            walked += 1
-            if type(node) in cache:
-                return True
-            pending.extend(node._inputs())
-        return False
-    except Exception:
-        return False
+    return any(
+        type(node).__name__.lstrip("_") == "CacheDataset" for node in upstream_stages(dataset)
+    )
 
 
 def warn_if_echo_feeds_batch(dataset: tf.data.Dataset, *, fix: str, stacklevel: int = 2) -> None:

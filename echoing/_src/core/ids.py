@@ -39,7 +39,11 @@ from __future__ import annotations
 import tensorflow as tf
 
 from echoing._src.core.checks import is_int
-from echoing._src.core.dataset_graph import comes_out_of_batch, is_echo_output
+from echoing._src.core.dataset_graph import (
+    comes_out_of_batch,
+    is_echo_output,
+    upstream_stages,
+)
 
 # Element-preserving transformations seen through when looking for a batch, by class name.
 _SAME_ELEMENTS = frozenset(
@@ -213,18 +217,12 @@ def _samples_anew_each_pass(dataset: tf.data.Dataset) -> bool:
     """Whether a stage before ``dataset`` picks among datasets (``sample_from_datasets``,
     ``choose_from_datasets``) by a ``Dataset.random`` that draws anew each pass: the order of
     the examples then differs from pass to pass. Through every stage; best effort."""
-    pending, walked = [dataset], 0
-    while pending and walked < 1_000:
-        node, walked = pending.pop(), walked + 1
-        inputs = node._inputs()
-        if type(node).__name__.lstrip("_") == "DirectedInterleaveDataset" and inputs:
-            selector, stack = [], [inputs[0]]  # the selector: which dataset gives the next
-            while stack and len(selector) < 100:
-                selector.append(stack.pop())
-                stack.extend(selector[-1]._inputs())
-            if any(getattr(stage, "_rerandomize", None) for stage in selector):
-                return True
-        pending.extend(inputs)
+    for node in upstream_stages(dataset, limit=1_000):
+        if type(node).__name__.lstrip("_") != "DirectedInterleaveDataset" or not node._inputs():
+            continue
+        selector = node._inputs()[0]  # which dataset gives the next element
+        if any(getattr(stage, "_rerandomize", None) for stage in upstream_stages(selector, 100)):
+            return True
     return False
 
 
