@@ -1,6 +1,7 @@
 """Tests for the live echo factor and the AutoEcho controller."""
 
 import os
+import re
 import time
 
 import numpy as np
@@ -279,6 +280,62 @@ def test_the_controller_stage_reads_its_factor():
     assert len(list(dataset)) == 30
     auto.factor.assign(1.0)
     assert len(list(dataset)) == 10
+
+
+UNOBSERVED = r"echoing\.AutoEcho: its echo stage has read {} {} and nothing has called observe\(\)"
+
+
+def test_a_factor_nothing_observes_is_said_once_on_stderr(capfd):
+    # Issue 33: auto.echo() in fit without AutoEchoCallback (or a loop without observe) echoed
+    # at the initial factor for ever, in silence.
+    auto = echoing.AutoEcho(initial_factor=1.0)
+    batches = tf.data.Dataset.range(2400).batch(2).apply(auto.echo())
+    assert sum(1 for _ in batches) == 1200
+    err = capfd.readouterr().err
+    assert len(re.findall(UNOBSERVED.format(1000, "batches"), err)) == 1, err
+    assert "so the factor stays at 1 " in err
+    assert "AutoEchoCallback(auto) in callbacks" in err and "auto.observe(seconds=" in err
+    assert sum(1 for _ in batches) == 1200
+    assert "AutoEcho" not in capfd.readouterr().err  # once
+
+
+def test_an_example_stage_nothing_observes_is_said_past_its_shuffle_buffer(capfd, monkeypatch):
+    from echoing._src.echo.auto_echo import UnobservedCheck
+
+    monkeypatch.setattr(UnobservedCheck, "EXAMPLES", 1000)
+    auto = echoing.AutoEcho(initial_factor=2.0)
+    examples = tf.data.Dataset.range(2000).apply(auto.echo(buffer_size=500, seed=0))
+    iterator = iter(examples)
+    for _ in range(2 * 1400):  # counted where the factor is read, a group of 256 at a time
+        next(iterator)
+    err = capfd.readouterr().err
+    assert re.search(UNOBSERVED.format(1536, "examples"), err), err  # past 1000 + 500
+    assert "so the factor stays at 2 " in err
+
+
+def test_a_factor_that_is_observed_or_driven_is_not_warned_about(capfd):
+    auto = echoing.AutoEcho()
+    batches = tf.data.Dataset.range(2400).batch(2).apply(auto.echo())
+    for step, _ in enumerate(batches):
+        if step == 900:  # a loop observing late, but before the check's count
+            auto.observe(seconds=0.01, input_wait_seconds=0.0, steps=1)
+    driven = echoing.AutoEcho()
+    driven.unobserved_check.silence()  # what AutoEchoCallback and the trainer do
+    assert sum(1 for _ in tf.data.Dataset.range(2400).batch(2).apply(driven.echo())) == 1200
+    assert "AutoEcho" not in capfd.readouterr().err
+
+
+def test_the_check_leaves_auto_echo_checkpoints_as_they_were(tmp_path):
+    auto = echoing.AutoEcho(initial_factor=3.0)
+    assert [v.name for v in auto.variables] == [auto.factor.name]
+    path = tf.train.Checkpoint(auto=auto).save(str(tmp_path / "ckpt"))
+    saved = [name for name, _ in tf.train.list_variables(path)]
+    assert [name for name in saved if name.startswith("auto/")] == [
+        "auto/factor/.ATTRIBUTES/VARIABLE_VALUE"
+    ]
+    restored = echoing.AutoEcho()
+    tf.train.Checkpoint(auto=restored).restore(path).assert_consumed()
+    assert float(restored.factor.numpy()) == 3.0
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import echoing
-from echoing._src.echo.auto_echo import has_stage
+from echoing._src.echo.auto_echo import UnobservedCheck, has_stage
 
 N, BATCH = 96, 16
 
@@ -371,6 +371,22 @@ def test_auto_echo_with_stamp_does_not_warn():
         warnings.simplefilter("always")
         _fit_small(callback, stamped=True)
     assert not [w for w in caught if "AutoEchoCallback" in str(w.message)]
+
+
+def test_a_fit_with_the_callback_is_not_said_to_leave_the_factor_unobserved(monkeypatch, capfd):
+    # AutoEcho's warning for a factor nothing observes (test_auto_echo.py), at its smallest: the
+    # callback observes from fit's second call on, and says so itself when stamp is missing.
+    monkeypatch.setattr(UnobservedCheck, "BATCHES", 1)
+    monkeypatch.setattr(UnobservedCheck, "EXAMPLES", 1)
+    _fit_small(echoing.keras.AutoEchoCallback(echoing.AutoEcho()), stamped=True)
+    assert "nothing has called observe" not in capfd.readouterr().err
+    unobserved = echoing.AutoEcho()  # the same pipeline, fit without the callback
+    keras_model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    keras_model.compile("sgd", "mse")
+    data = tf.data.Dataset.from_tensors((tf.zeros([2]), tf.zeros([1]))).repeat(8)
+    train = data.apply(unobserved.echo(buffer_size=8)).batch(2).repeat()
+    keras_model.fit(train, steps_per_epoch=4, epochs=2, verbose=0)
+    assert "nothing has called observe" in capfd.readouterr().err
 
 
 NO_ECHO = (

@@ -3,6 +3,7 @@
 import pytest
 import tensorflow as tf
 
+from echoing._src.echo.auto_echo import UnobservedCheck
 from trainers import experiment, metrics_writer
 
 
@@ -14,8 +15,12 @@ from trainers import experiment, metrics_writer
     ],
 )
 def test_auto_echo_factor_is_logged_each_loop_within_bounds(
-    argument, max_factor, load_config, data_dir, tmp_path
+    argument, max_factor, load_config, data_dir, tmp_path, monkeypatch, capfd
 ):
+    # The trainer observes from its second loop on: the warning for a factor nothing observes,
+    # at its smallest here, is not for it.
+    monkeypatch.setattr(UnobservedCheck, "BATCHES", 5)
+    monkeypatch.setattr(UnobservedCheck, "EXAMPLES", 5)
     config = load_config("mnist1d", argument)
     assert config.auto_echo_max_factor == max_factor
     config.data.data_dir = data_dir
@@ -38,6 +43,7 @@ def test_auto_echo_factor_is_logged_each_loop_within_bounds(
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{workdir}/checkpoints"))
     saved = reader.get_tensor("auto_echo/factor/.ATTRIBUTES/VARIABLE_VALUE")
     assert saved == pytest.approx(records[-1]["echo_factor"], rel=1e-6)
+    assert "nothing has called observe" not in capfd.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,9 @@ just under R.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
+import sys
 import weakref
 
 import tensorflow as tf
@@ -47,6 +49,7 @@ import tensorflow as tf
 from echoing._src.core import dataset_graph
 from echoing._src.core.checks import in_interval, is_positive_int, is_real
 from echoing._src.core.types import DatasetTransformation
+from echoing._src.echo.counts import READ_HOOK_ATTRIBUTE
 from echoing._src.echo.echo import MAX_FACTOR, echo
 
 # The attribute AutoEcho.echo sets on the dataset it returns: a weak reference to the controller.
@@ -66,6 +69,11 @@ class AutoEcho(tf.Module):
         observation alone). Longer windows average more noise but react later.
       smoothing: weight of the old factor when moving towards a new estimate (0: jump at once).
       decay: the factor that ``factor - 1`` is multiplied by per second while not input-bound.
+
+    Nothing moves the factor but ``observe``: an echo stage whose factor nothing observes
+    echoes at ``initial_factor`` for ever. So once the stage has read its factor for
+    ``UnobservedCheck.BATCHES`` batches (``UnobservedCheck.EXAMPLES`` examples, plus its
+    ``buffer_size``) with no ``observe`` call, it says so once on stderr (``unobserved_check``).
     """
 
     def __init__(
@@ -101,6 +109,7 @@ class AutoEcho(tf.Module):
         # Whether a stage was built inside a function (interleave's, flat_map's), where a walk
         # of the pipeline's stages (has_stage) cannot see it.
         self._stage_in_function = False
+        self.unobserved_check = UnobservedCheck(initial_factor)
 
     def echo(
         self, *, buffer_size: int | None = None, seed: int | None = None
@@ -110,6 +119,11 @@ class AutoEcho(tf.Module):
         controller = weakref.ref(self)
 
         def apply(dataset: tf.data.Dataset) -> tf.data.Dataset:
+            # Read while stage(dataset) traces echo's reads of the factor, in this call.
+            batches = dataset_graph.elements_are_batches(dataset)
+            limit = self.unobserved_check.limit(batches=batches, buffer_size=buffer_size)
+            on_read = functools.partial(self.unobserved_check.on_read, limit=limit, batches=batches)
+            setattr(self.factor, READ_HOOK_ATTRIBUTE, on_read)
             echoed = stage(dataset)
             if tf.inside_function():
                 self._stage_in_function = True
@@ -142,6 +156,7 @@ class AutoEcho(tf.Module):
             )
         if not is_positive_int(steps, numpy=True):
             raise ValueError(f"steps must be an int >= 1, got {steps!r}.")
+        self.unobserved_check.silence()
         factor = float(self.factor.numpy())
         forget = math.exp(-seconds / self.window_seconds) if self.window_seconds else 0.0
         self._time = forget * self._time + seconds
@@ -159,6 +174,66 @@ class AutoEcho(tf.Module):
         factor = min(max(factor, 1.0), self.max_factor)
         self.factor.assign(factor)
         return factor
+
+
+class UnobservedCheck:
+    """Says once, on stderr, when an ``AutoEcho``'s echo stage reads its factor and nothing
+    calls ``observe``: without it the factor stays at ``initial_factor`` (1: no echo) for ever,
+    with no sign. Counted in the graph, at each read of the factor (``counts._read_factor``).
+
+    The host variables live in this plain object, not in the ``tf.Module``, so that
+    ``AutoEcho``'s checkpoints hold what they held before. A trainer that observes on a
+    cadence of its own calls ``silence`` (``trainers``' ``AutoEchoTechnique`` does).
+    """
+
+    BATCHES = 1_000  # a fit's or loop's first observation comes long before this
+    # Examples are read ahead by the shuffles after echo (its own buffer_size is added).
+    EXAMPLES = 50_000
+
+    def __init__(self, initial_factor: float):
+        self.initial_factor = float(initial_factor)
+        self._silenced = False
+        with tf.device("/cpu:0"):  # read and set in the tf.data graph, on the host
+            self.inputs = tf.Variable(0, dtype=tf.int64, trainable=False, name="unobserved")
+            self.quiet = tf.Variable(False, trainable=False, name="unobserved_quiet")
+
+    def limit(self, *, batches: bool, buffer_size: int | None) -> int:
+        """The inputs a stage may read before it warns."""
+        return self.BATCHES if batches else self.EXAMPLES + (buffer_size or 0)
+
+    def silence(self) -> None:
+        """No warning from now on (something observes); one variable write, the first time."""
+        if not self._silenced:
+            self._silenced = True
+            self.quiet.assign(True)
+
+    def on_read(self, inputs: tf.Tensor, *, limit: int, batches: bool) -> tf.Tensor:
+        """The op run with each read of the factor, for ``inputs`` inputs (in the graph)."""
+        quiet, seen = self.quiet, self.inputs
+        message = _UNOBSERVED.format(
+            "{}", "batches" if batches else "examples", self.initial_factor
+        )
+
+        def count():
+            total = seen.assign_add(inputs)
+
+            def warn():
+                printed = tf.print(tf.strings.format(message, total), output_stream=sys.stderr)
+                with tf.control_dependencies([printed]):
+                    return quiet.assign(True)
+
+            return tf.cond(total >= limit, warn, lambda: tf.identity(quiet))
+
+        return tf.cond(quiet, lambda: tf.identity(quiet), count)
+
+
+_UNOBSERVED = (
+    "echoing.AutoEcho: its echo stage has read {} {} and nothing has called observe(), so the "
+    "factor stays at {:g} (nothing moves it but observe). In fit, pass "
+    "echoing.keras.AutoEchoCallback(auto) in callbacks and apply its stamp last "
+    "(dataset.apply(callback.stamp)); in a loop of your own, call auto.observe(seconds=..., "
+    "input_wait_seconds=..., steps=...) every few steps."
+)
 
 
 def has_stage(dataset: tf.data.Dataset, auto_echo: AutoEcho) -> bool | None:

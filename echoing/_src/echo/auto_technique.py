@@ -31,6 +31,9 @@ class AutoEchoTechnique(Technique):
         self, max_factor: float, *, insert: str, buffer_size: int | None = None, seed=None
     ):
         self.controller = AutoEcho(float(max_factor))
+        # The trainer observes every loop but the first (tracing), however long its loops: the
+        # warning for a factor nothing observes is not for it.
+        self.controller.unobserved_check.silence()
         self._insert = insert
         self._transformation = self.controller.echo(buffer_size=buffer_size, seed=seed)
         self._wait_fraction: float | None = None

@@ -1,9 +1,10 @@
 """How many copies each element gets, and the meters that count them: echo's shared parts.
 
 ``_counts`` turns a uniform draw into ``floor(e)`` or ``floor(e) + 1`` copies (a Bernoulli of
-the fractional part); ``_read_factor`` reads a live factor (a ``tf.Variable``) and checks its
-range; ``_counted``/``_counted_group`` add an element's (or a group's) fresh inputs and emitted
-copies to ``EchoMeters``.
+the fractional part); ``_read_factor`` reads a live factor (a ``tf.Variable``), checks its range
+and runs the hook the variable may carry (``READ_HOOK_ATTRIBUTE``); ``_counted`` and
+``_counted_group`` add an element's (or a group's) fresh inputs and emitted copies to
+``EchoMeters``.
 
 Example::
 
@@ -26,6 +27,12 @@ from echoing._src.core.meters import EchoMeters, _rows
 # internal group (~256 KiB of input) e times, which measured +0.7 GiB and 1 s before the first
 # batch at e=1000, and +5.5 GiB and 14 s at e=1e4 (32 KiB elements, 2-core CPU).
 MAX_FACTOR = 1000.0
+
+# The attribute a live factor may carry: a function of the number of inputs one read covers
+# (an int64 tensor) that returns an op to run with the read. AutoEcho sets it on its factor to
+# tell when nothing drives it (auto_echo.UnobservedCheck). An attribute of the variable, because
+# every live read passes through _read_factor, however deep in echo's paths.
+READ_HOOK_ATTRIBUTE = "_echoing_on_read"
 
 # Dataset.random yields uniform integers in [0, 2**32) (as int64); Bernoulli draws scale them.
 _RANDOM_RANGE = float(1 << 32)
@@ -83,14 +90,17 @@ def _count_groups(draws: tf.data.Dataset, factor, group: int, name: str | None):
 
 def _counts(draw: tf.Tensor, factor) -> tf.Tensor:
     """floor(factor) plus a Bernoulli(frac(factor)) draw from uniform int64 ``draw``."""
-    factor = _read_factor(factor)
+    factor = _read_factor(factor, inputs=tf.size(draw, out_type=tf.int64))
     whole = tf.floor(factor)
     uniform = tf.cast(draw, tf.float64) / _RANDOM_RANGE
     return tf.cast(whole, tf.int64) + tf.cast(uniform < (factor - whole), tf.int64)
 
 
-def _read_factor(factor) -> tf.Tensor:
+def _read_factor(factor, inputs: tf.Tensor) -> tf.Tensor:
     """``factor`` as float64; a live tf.Variable is read here, once per call, and range-checked.
+
+    ``inputs`` (an int64 scalar) is how many inputs the read decides copies for; a live factor's
+    ``READ_HOOK_ATTRIBUTE`` hook, if it has one, is called with it.
 
     Whoever assigns the variable can write anything, and out of range it fails silently: <= 0 or
     NaN empties the stream, 1e30 overflows the int64 count (one element repeated for ever). The
@@ -121,7 +131,9 @@ def _read_factor(factor) -> tf.Tensor:
         ],
         name="check_factor",
     )
-    with tf.control_dependencies([check]):
+    hook = getattr(factor, READ_HOOK_ATTRIBUTE, None)
+    checks = [check] if hook is None else [check, hook(inputs)]
+    with tf.control_dependencies(checks):
         return tf.identity(value)
 
 

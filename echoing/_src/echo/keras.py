@@ -115,6 +115,9 @@ class AutoEchoCallback(keras.callbacks.Callback):
         return self._stamps.stamp(dataset)
 
     def on_train_begin(self, logs=None):
+        # This fit drives the factor (or warns when its batches are not stamped): AutoEcho's
+        # warning for a factor nothing observes is not for it, however long a call runs.
+        self.auto_echo.unobserved_check.silence()
         self._traced = False
         self._calls.clear()
         self._fit_calls, self._stamp_checked = 0, False
