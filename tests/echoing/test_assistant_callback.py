@@ -1,5 +1,7 @@
 """Tests for echoing.AssistantCallback and AssistantFeedbackCallback: fit feeds the learner."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -107,6 +109,37 @@ def test_assistant_feedback_callback_hands_the_learner_each_trained_row_with_its
     expected = _loss(reduction=None)(rows["label"], model.model(rows["inputs"])).numpy()
     np.testing.assert_allclose(np.concatenate([x for _, x in fed]), expected[ids], rtol=1e-5)
     assert inbox.drain()[0].size == 0
+
+
+@pytest.mark.parametrize("same_inbox", [True, False])
+def test_an_inbox_the_model_never_updates_is_said_after_the_first_epoch(same_inbox):
+    # Issue 33: with the model's LossFeedback reporting into another inbox the Assistant never
+    # trained, and the filter's warning named the callback that was already there.
+    num = 64
+    source = tf.data.Dataset.zip(_source(num), tf.data.Dataset.range(num))
+    source = source.map(lambda row, i: {**row, "id": i})
+    inbox, other = FeedbackInbox(num), FeedbackInbox(num)
+    model = echoing.keras.LossFeedback(
+        keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)]),
+        per_example_loss=_loss(reduction=None),
+        observers=[(inbox if same_inbox else other).update],
+    )
+    model.compile(keras.optimizers.SGD(0.0))
+    rows = next(iter(_source(num).batch(num)))
+    learner = AssistantLearner(Assistant(2, input_shape=(8,)), examples=rows)
+    learner.feedback_ids = lambda ids, losses, step: None
+    callback = AssistantFeedbackCallback(learner, inbox)
+    train = source.batch(16).map(echoing.keras.fit_inputs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(train, epochs=2, callbacks=[callback], verbose=0)
+    said = [str(w.message) for w in caught if "the inbox was never updated" in str(w.message)]
+    if same_inbox:
+        assert not said
+    else:
+        assert len(said) == 1, said  # once per fit
+        assert said[0].startswith("AssistantFeedbackCallback: fit trained 4 batches")
+        assert "observers=[inbox.update]" in said[0]
 
 
 def test_feedback_inbox_drains_what_was_updated_since_the_last_drain():

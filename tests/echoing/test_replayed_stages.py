@@ -113,10 +113,124 @@ def test_fit_shorter_than_pruning_num_epochs_is_warned_about():
     table = echoing.LossTable(N)
     prune = echoing.loss_prune(table, num_epochs=12, seed=0)
     batches = _source().apply(prune).batch(BATCH).map(echoing.keras.fit_inputs)
-    with pytest.warns(UserWarning, match=r"LossFeedback.fit: epochs=4 ends before loss_prune's "
-                      r"num_epochs=12, so its last epochs"):  # fmt: skip
+    with pytest.warns(UserWarning, match=r"LossFeedback.fit: fit runs 4 epochs \(epochs=4\), to "
+                      r"loss_prune's epoch 4 of its num_epochs=12: unless later fits"):  # fmt: skip
         _model(table).fit(batches, epochs=4, verbose=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _model(table).fit(batches, epochs=2, steps_per_epoch=3, verbose=0)  # not passes: quiet
-    assert not [w for w in caught if "ends before loss_prune" in str(w.message)]
+    assert not [w for w in caught if "unless later fits" in str(w.message)]
+
+
+def _read_pruning(num_epochs):
+    """A loss_prune stage read by id (``prune.read``, docs/pruning.md's path), and its batches."""
+    rng = np.random.default_rng(0)
+    arrays = {"inputs": rng.normal(size=(N, 8)).astype("float32"), "label": np.arange(N) % 3}
+    table = echoing.LossTable(N)
+    prune = echoing.loss_prune(table, num_epochs=num_epochs, prune_ratio=0.5, seed=0)
+    return table, prune, prune.read(arrays, batch_size=BATCH).map(echoing.keras.fit_inputs)
+
+
+def test_fits_checks_see_a_pruning_stage_read_by_id():
+    # Issue 33: prune.read(...) was not marked as a pruning stage, so fit trained on a cache of
+    # it (pruning nothing, prune_keep_rate 1.0) and never said its epochs ended early.
+    table, _, batches = _read_pruning(num_epochs=4)
+    with pytest.raises(ValueError, match=r"loss_prune comes before a cache\(\)"):
+        _model(table).fit(batches.cache(), epochs=4, verbose=0)
+    with pytest.warns(
+        UserWarning, match=r"fit runs 3 epochs \(epochs=3\), to loss_prune's epoch 3"
+    ):
+        _model(table).fit(batches, epochs=3, verbose=0)
+
+
+class _BatchesPerEpoch(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.counts = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.counts.append(0)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.counts[-1] += 1
+
+
+def test_a_fit_that_resumes_on_a_pruned_epoch_is_said_to_cut_longer_epochs_short():
+    # Issue 33: a second fit(initial_epoch=4, epochs=8) took its epochs' length from its first,
+    # pruned epoch and cut the anneal's whole epochs short (21 of 32 batches), in silence.
+    table, prune, batches = _read_pruning(num_epochs=8)
+    model = _model(table)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(batches, epochs=4, verbose=0)  # starts on the first, whole epoch: safe
+    assert not [w for w in caught if "cut short" in str(w.message)]
+    with pytest.warns(UserWarning, match=r"fit starts on loss_prune's epoch 5, a pruned one, and "
+                      r"runs 4 epochs; .* cut short. .* one fit per epoch"):  # fmt: skip
+        model.fit(batches, initial_epoch=4, epochs=8, verbose=0)
+    # The fix it names, one epoch per fit, trains every kept batch of every epoch.
+    table, prune, batches = _read_pruning(num_epochs=8)
+    model, counted = _model(table), _BatchesPerEpoch()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for epoch in range(8):
+            model.fit(batches, initial_epoch=epoch, epochs=epoch + 1, callbacks=[counted],
+                      verbose=0)  # fmt: skip
+    assert not [w for w in caught if "LossFeedback.fit" in str(w.message)]
+    assert counted.counts[-1] == N // BATCH  # the anneal's last epoch: every example
+    assert prune.stats()["prune_epoch"] == 8.0
+
+
+def test_a_resumed_fit_is_judged_by_the_epochs_pruning_has_left():
+    # Before: fit(initial_epoch=4, epochs=8) after 4 epochs said "epochs=8 ends before
+    # loss_prune's num_epochs=8", comparing the 4 epochs it runs with all 8.
+    table, _, batches = _read_pruning(num_epochs=8)
+    model = _model(table)
+    for epoch in range(4):  # one fit per epoch: a loop's, not judged
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit(batches, initial_epoch=epoch, epochs=epoch + 1, verbose=0)
+        assert not [w for w in caught if "unless later fits" in str(w.message)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(batches, initial_epoch=4, epochs=8, verbose=0)
+    assert not [w for w in caught if "unless later fits" in str(w.message)]
+    table, _, batches = _read_pruning(num_epochs=8)  # a fresh stage: 4 epochs of 8
+    with pytest.warns(UserWarning, match=r"fit runs 4 epochs \(epochs=8 - initial_epoch=4\), "
+                      r"to loss_prune's epoch 4 of its num_epochs=8"):  # fmt: skip
+        _model(table).fit(batches, initial_epoch=4, epochs=8, verbose=0)
+
+
+def test_validation_through_a_per_pass_stage_is_refused():
+    # Issue 33: validation_data=the pruned dataset ran the stage once more per epoch, so pruning
+    # counted two epochs per fit epoch and its anneal began halfway through.
+    table, _, batches = _read_pruning(num_epochs=4)
+    message = r"validation_data reads the output of loss_prune, .* validate on data that does not"
+    with pytest.raises(ValueError, match=message):
+        _model(table).fit(batches, epochs=4, validation_data=batches, verbose=0)
+    plain = _source().batch(BATCH).map(echoing.keras.fit_inputs)
+    _model(table).fit(batches, epochs=1, validation_data=plain, verbose=0)
+
+
+def test_an_endless_sampler_without_steps_per_epoch_is_refused():
+    # Issue 33: PriorityModel.fit(priority_sample(...)) with no steps_per_epoch ran its first
+    # epoch for ever, printing nothing under verbose=0.
+    table = echoing.PriorityTable(N)
+    arrays = {"inputs": np.zeros((N, 8), np.float32), "label": np.zeros(N, np.int64)}
+    batches = echoing.priority_sample(
+        table, arrays, batch_size=BATCH, top_ratio=0.5, renew_ratio=0.5, seed=0
+    ).map(echoing.keras.fit_inputs)
+    model = echoing.keras.PriorityModel(
+        keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)]),
+        per_example_loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=None
+        ),
+        table=table,
+    )
+    model.compile(keras.optimizers.SGD(0.1))
+    with pytest.raises(ValueError, match=r"PriorityModel.fit: the dataset is infinite .* pass "
+                       r"steps_per_epoch"):  # fmt: skip
+        model.fit(batches, epochs=1, verbose=0)
+    message = r"class_weight cannot be used with batches that carry a sample_weight .* w \* tf.ga"
+    with pytest.raises(ValueError, match=message):
+        model.fit(batches, steps_per_epoch=2, class_weight={0: 1.0, 1: 2.0, 2: 1.0}, verbose=0)
+    model.fit(batches, steps_per_epoch=2, epochs=1, verbose=0)

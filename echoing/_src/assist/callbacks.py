@@ -204,6 +204,11 @@ class AssistantFeedbackCallback(keras.callbacks.Callback):
         self.every_n_batches = every_n_batches
         self.history: list[dict[str, Any]] = []
         self._batches = 0
+        self._fed = False  # whether any drain found an update (checked at a fit's first epoch)
+        self._checked = False
+
+    def on_train_begin(self, logs=None):
+        self._checked = False
 
     def on_train_batch_end(self, batch, logs=None):
         self._batches += 1
@@ -211,9 +216,13 @@ class AssistantFeedbackCallback(keras.callbacks.Callback):
             return
         ids, losses = self.inbox.drain()
         if ids.size:
+            self._fed = True
             self.learner.feedback_ids(ids, losses, step=self._batches)
 
     def on_epoch_end(self, epoch, logs=None):
+        if not self._checked:
+            self._checked = True
+            _warn_if_inbox_unfed(self)
         _log_stats(self, epoch, logs)
 
 
@@ -229,6 +238,21 @@ class AssistantFeedCallback(AssistantFeedbackCallback):
             stacklevel=2,
         )
         super().__init__(learner, inbox, **arguments)
+
+
+def _warn_if_inbox_unfed(callback: AssistantFeedbackCallback) -> None:
+    """Warns when a whole epoch of drains found the inbox never updated: the model's
+    ``LossFeedback`` reports into another inbox (or none), and the Assistant never trains."""
+    if callback._fed or callback._batches < callback.every_n_batches:
+        return
+    warnings.warn(
+        f"{type(callback).__name__}: fit trained {callback._batches} batches and the inbox was "
+        "never updated, so the Assistant learns nothing (its filter drops examples at "
+        "random); give the model's echoing.keras.LossFeedback this same inbox's update as an "
+        "observer: LossFeedback(..., observers=[inbox.update]).",
+        UserWarning,
+        stacklevel=2,
+    )
 
 
 def _check_stage_and_every(owner: str, stage, every_n_batches) -> None:

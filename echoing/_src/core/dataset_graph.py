@@ -58,10 +58,17 @@ def mark_per_pass(dataset: tf.data.Dataset, name: str, stage=None) -> tf.data.Da
     return dataset
 
 
+def per_pass_marks(dataset: tf.data.Dataset) -> list[tuple]:
+    """The ``(name, stage object or None)`` of every stage ``mark_per_pass`` marked before
+    ``dataset`` (``dataset`` included)."""
+    marks = (getattr(node, _PER_PASS_ATTRIBUTE, None) for node in upstream_stages(dataset))
+    return [mark for mark in marks if mark]
+
+
 def per_pass_stages(dataset: tf.data.Dataset, name: str) -> list:
     """The objects of the stages ``name`` marked by ``mark_per_pass`` before ``dataset``."""
-    marks = (getattr(node, _PER_PASS_ATTRIBUTE, None) for node in upstream_stages(dataset))
-    return [mark[1] for mark in marks if mark and mark[0] == name and mark[1] is not None]
+    marks = per_pass_marks(dataset)
+    return [stage for mark, stage in marks if mark == name and stage is not None]
 
 
 def per_pass_stage_replayed(dataset: tf.data.Dataset) -> tuple[str, str] | None:

@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 import keras
 import tensorflow as tf
 
-from echoing._src.core import dataset_graph
+from echoing._src.core import fit_checks
 
 # (ids [B], per-example losses [B]) -> None, run inside the train step.
 Observer = Callable[[tf.Tensor, tf.Tensor], object]
@@ -62,21 +62,10 @@ class _PerExampleLossModel(keras.Model):
         super().compile(optimizer, loss, *args, **kwargs)
 
     def fit(self, x=None, *args, **kwargs):
-        """``keras.Model.fit``, refusing first a dataset that replays a per-pass stage and a
-        ``ModelCheckpoint`` that would save the wrapper (which ``save`` refuses) an epoch in."""
-        if isinstance(x, tf.data.Dataset):
-            _refuse_replayed_stage(self, x)
-            _warn_if_pruning_outlasts_fit(self, x, kwargs)
-        for callback in kwargs.get("callbacks") or ():
-            whole = isinstance(callback, keras.callbacks.ModelCheckpoint)
-            if whole and not callback.save_weights_only:
-                raise TypeError(
-                    f"{type(self).__name__}.fit: ModelCheckpoint({callback.filepath!r}) would "
-                    f"save the whole {type(self).__name__}, a training wrapper that is not "
-                    "saved itself (at the end of the first epoch); pass save_weights_only=True "
-                    "(a .weights.h5 path), or save the wrapped model, model.model.save(path), "
-                    "after fit."
-                )
+        """``keras.Model.fit``, refusing or warning first where Keras would train in silence but
+        not as meant (``fit_checks``), and refusing a ``ModelCheckpoint`` that would save the
+        wrapper (which ``save`` refuses) an epoch in."""
+        fit_checks.check_fit(self, fit_checks.fit_arguments(self, x, args, kwargs))
         return super().fit(x, *args, **kwargs)
 
     def save(self, filepath, *args, **kwargs):
@@ -93,41 +82,6 @@ class _PerExampleLossModel(keras.Model):
         return super().compute_loss(
             x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
         )
-
-
-def _refuse_replayed_stage(model, dataset: tf.data.Dataset) -> None:
-    """Raises ValueError, before training, when ``dataset`` caches or snapshots the output of a
-    stage that decides anew each pass (``dataset_graph.per_pass_stage_replayed``): from the
-    second epoch on the stage would never run, with no word (pruning would prune nothing)."""
-    replayed = dataset_graph.per_pass_stage_replayed(dataset)
-    if replayed is None:
-        return
-    stage, replay = replayed
-    raise ValueError(
-        f"{type(model).__name__}.fit: the dataset's {stage} comes before a {replay}, which "
-        f"replays the first epoch's elements in every later one, so {stage} would decide once "
-        f"and never again (its later epochs would not prune, filter or sample); move the "
-        f"{replay} before {stage} (cache the source, then {stage}), or drop it."
-    )
-
-
-def _warn_if_pruning_outlasts_fit(model, dataset: tf.data.Dataset, arguments: dict) -> None:
-    """Warns when ``fit``'s epochs, each a pass over ``dataset`` (no ``steps_per_epoch``), end
-    before a ``loss_prune`` stage's ``num_epochs``: its last epochs, which train on every
-    example (the anneal), would never run. The other way round the stage says so itself."""
-    if arguments.get("steps_per_epoch") is not None:
-        return  # fit's epochs are not passes: the stage counts its own
-    epochs = arguments.get("epochs", 1) - arguments.get("initial_epoch", 0)
-    for stage in dataset_graph.per_pass_stages(dataset, "loss_prune"):
-        if epochs < stage.num_epochs:
-            warnings.warn(
-                f"{type(model).__name__}.fit: epochs={arguments.get('epochs', 1)} ends before "
-                f"loss_prune's num_epochs={stage.num_epochs}, so its last epochs, which train "
-                "on every example, never run and every epoch is pruned; build the stage with "
-                "num_epochs = the epochs fit runs.",
-                UserWarning,
-                stacklevel=3,
-            )
 
 
 class LossFeedback(_PerExampleLossModel):

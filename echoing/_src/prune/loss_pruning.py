@@ -51,7 +51,7 @@ import random
 import numpy as np
 import tensorflow as tf
 
-from echoing._src.core import meters
+from echoing._src.core import dataset_graph, meters
 from echoing._src.core.checks import is_positive_int, is_seed, require
 from echoing._src.core.loss_table import LossTable, _host_variable
 from echoing._src.core.sources import random_access_source
@@ -210,8 +210,10 @@ class LossPruning(StreamPruning, tf.Module):
         iteration = tf.data.Dataset.range(1).map(
             lambda _: self.iterations.assign_add(1), name=f"{self.name}_iteration"
         )
-        # The stage's variables hold its state: the iterator checkpoint may ignore them.
-        return meters.checkpointable(iteration.flat_map(one_epoch, name=f"{self.name}_epoch"))
+        # The stage's variables hold its state: the iterator checkpoint may ignore them. Marked
+        # as the stream's output is, so that fit's checks (fit_checks) see it in read's too.
+        epochs = meters.checkpointable(iteration.flat_map(one_epoch, name=f"{self.name}_epoch"))
+        return dataset_graph.mark_per_pass(epochs, "loss_prune", self)
 
     def _open_epoch(self, iteration, universe, width, drop_remainder) -> tf.Tensor:
         """Decides the next epoch's kept ids and their order, kept until the next epoch opens."""

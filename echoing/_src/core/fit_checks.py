@@ -1,0 +1,183 @@
+"""What ``LossFeedback.fit`` and ``PriorityModel.fit`` check before Keras trains.
+
+Each check reads ``fit``'s arguments and the stages of the dataset it is given
+(``dataset_graph``), and refuses or warns where Keras would train without a word but not as the
+user meant: a per-pass stage whose decisions a ``cache()`` replays, validation read through a
+pruning stage, an endless sampler with no ``steps_per_epoch``, a pruning run that ``fit``'s
+epochs end early or cut short, a ``ModelCheckpoint`` of the wrapper itself.
+
+Example::
+
+    import keras
+    import tensorflow as tf
+    import echoing
+    from echoing._src.core import fit_checks
+
+    table = echoing.LossTable(64)
+    pruned = echoing.with_ids(tf.data.Dataset.range(64)).apply(
+        echoing.loss_prune(table, num_epochs=4, seed=0))
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    fit_checks.check_fit(model, {"x": pruned.cache(), "epochs": 4})  # ValueError: ... cache()
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import keras
+import tensorflow as tf
+
+from echoing._src.core import dataset_graph
+
+_FIT = inspect.signature(keras.Model.fit)
+
+
+def fit_arguments(model: keras.Model, x, args: tuple, kwargs: dict) -> dict:
+    """``fit``'s arguments by name, its defaults filled in (``epochs`` given by position too)."""
+    bound = _FIT.bind(model, x, *args, **kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    arguments.update(arguments.pop("kwargs", {}) or {})
+    return arguments
+
+
+def check_fit(model: keras.Model, arguments: dict) -> None:
+    """Every check, in order; raises ValueError or TypeError, or warns (``UserWarning``), as
+    each says."""
+    owner = type(model).__name__
+    _refuse_whole_model_checkpoint(owner, arguments.get("callbacks"))
+    x = arguments.get("x")
+    if not isinstance(x, tf.data.Dataset):
+        return
+    _refuse_replayed_stage(owner, x)
+    _refuse_per_pass_validation(owner, arguments.get("validation_data"))
+    _refuse_endless_epoch(owner, x, arguments)
+    _refuse_class_weight_with_sample_weights(owner, x, arguments)
+    if arguments.get("steps_per_epoch") is None:  # fit's epochs are passes over x
+        for stage in dataset_graph.per_pass_stages(x, "loss_prune"):
+            _warn_if_pruning_outlasts_fit(owner, stage, arguments)
+            _warn_if_fit_starts_pruned(owner, stage, arguments)
+
+
+def _refuse_whole_model_checkpoint(owner: str, callbacks) -> None:
+    """A ``ModelCheckpoint`` of the whole wrapper would fail at the first epoch's end: the
+    wrapper, which only trains, is not saved itself (its ``save`` refuses)."""
+    for callback in callbacks or ():
+        whole = isinstance(callback, keras.callbacks.ModelCheckpoint)
+        if whole and not callback.save_weights_only:
+            raise TypeError(
+                f"{owner}.fit: ModelCheckpoint({callback.filepath!r}) would save the whole "
+                f"{owner}, a training wrapper that is not saved itself (at the end of the first "
+                "epoch); pass save_weights_only=True (a .weights.h5 path), or save the wrapped "
+                "model, model.model.save(path), after fit."
+            )
+
+
+def _refuse_replayed_stage(owner: str, dataset: tf.data.Dataset) -> None:
+    """A ``cache()`` or ``snapshot()`` after a stage that decides anew each pass replays the first
+    epoch's elements in every later one: from the second epoch on the stage would never run,
+    with no word (pruning would prune nothing)."""
+    replayed = dataset_graph.per_pass_stage_replayed(dataset)
+    if replayed is None:
+        return
+    stage, replay = replayed
+    raise ValueError(
+        f"{owner}.fit: the dataset's {stage} comes before a {replay}, which replays the first "
+        f"epoch's elements in every later one, so {stage} would decide once and never again "
+        f"(its later epochs would not prune, filter or sample); move the {replay} before "
+        f"{stage} (cache the source, then {stage}), or drop it."
+    )
+
+
+def _refuse_per_pass_validation(owner: str, validation) -> None:
+    """Validation read through a pruning, filtering or sampling stage would score the examples
+    it keeps, not the split; and each validation pass would count as one of its epochs (a
+    pruning run's anneal came halfway through)."""
+    if not isinstance(validation, tf.data.Dataset):
+        return
+    stages = sorted({name for name, _ in dataset_graph.per_pass_marks(validation)})
+    if stages:
+        raise ValueError(
+            f"{owner}.fit: validation_data reads the output of {' and '.join(stages)}, so it "
+            f"would score only the examples the stage keeps, and each validation pass would "
+            "run the stage once more (a loss_prune stage would count it as one of its epochs); "
+            "validate on data that does not pass through the stage (a split of its own, "
+            "batched and mapped with fit_inputs)."
+        )
+
+
+def _refuse_endless_epoch(owner: str, dataset: tf.data.Dataset, arguments: dict) -> None:
+    """An infinite dataset (``priority_sample``'s, a ``repeat()``) with no ``steps_per_epoch``:
+    fit's first epoch would never end, printing nothing under ``verbose=0``."""
+    if arguments.get("steps_per_epoch") is not None:
+        return
+    if dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
+        raise ValueError(
+            f"{owner}.fit: the dataset is infinite (priority_sample's batches, or a repeat()) "
+            "and no steps_per_epoch is given, so the first epoch would never end; pass "
+            "steps_per_epoch, e.g. the examples per epoch // batch_size."
+        )
+
+
+def _refuse_class_weight_with_sample_weights(owner: str, dataset, arguments: dict) -> None:
+    """Pruning's and priority sampling's batches carry a ``sample_weight`` (``fit_inputs``'s
+    third item), which Keras will not combine with ``class_weight``: say how to fold it in."""
+    spec = dataset.element_spec
+    if arguments.get("class_weight") is None or not (isinstance(spec, tuple) and len(spec) == 3):
+        return
+    raise ValueError(
+        f"{owner}.fit: class_weight cannot be used with batches that carry a sample_weight "
+        "(loss_prune's and priority_sample's do: their weights keep the gradient unbiased), "
+        "and Keras refuses the two together; fold the class weights into sample_weight "
+        "instead: .map(lambda x, y, w: (x, y, w * tf.gather(class_weights, y))) after "
+        "fit_inputs, with class_weights a float tensor indexed by label."
+    )
+
+
+def _passes(arguments: dict) -> int:
+    return int(arguments.get("epochs") or 1) - int(arguments.get("initial_epoch") or 0)
+
+
+def _fit_epochs(arguments: dict) -> str:
+    initial = int(arguments.get("initial_epoch") or 0)
+    epochs = int(arguments.get("epochs") or 1)
+    return f"epochs={epochs}" + (f" - initial_epoch={initial}" if initial else "")
+
+
+def _warn_if_pruning_outlasts_fit(owner: str, stage, arguments: dict) -> None:
+    """Warns when a fit of several epochs ends before the stage's ``num_epochs``: unless later
+    fits run the rest, its last epochs, which train on every example (the anneal), never run.
+    A fit of one epoch is a loop's (one fit per epoch) and is not judged; past ``num_epochs``
+    the stage says so itself."""
+    passes, done = _passes(arguments), stage.epoch()
+    if passes < 2 or done + passes >= stage.num_epochs:
+        return
+    warnings.warn(
+        f"{owner}.fit: fit runs {passes} epochs ({_fit_epochs(arguments)}), to loss_prune's "
+        f"epoch {done + passes} of its num_epochs={stage.num_epochs}: unless later fits run the "
+        "rest, its last epochs, which train on every example, never run and every epoch is "
+        "pruned; build the stage with num_epochs = the epochs training runs in all.",
+        UserWarning,
+        stacklevel=4,  # check_fit, the wrapper's fit, then the user's line
+    )
+
+
+def _warn_if_fit_starts_pruned(owner: str, stage, arguments: dict) -> None:
+    """Warns when fit's first epoch is a pruned one and more follow. Keras takes the length of
+    every epoch of a fit from its first when the dataset's size is unknown, so a later epoch
+    that keeps more examples (the anneal's keep every one) is cut short, the rest never
+    trained. A fit that starts on the first, whole epoch is safe: no later epoch is longer."""
+    passes, done = _passes(arguments), stage.epoch()
+    if passes < 2 or not 1 <= done < stage.full_data_epoch:
+        return
+    warnings.warn(
+        f"{owner}.fit: fit starts on loss_prune's epoch {done + 1}, a pruned one, and runs "
+        f"{passes} epochs; Keras takes each epoch of this fit to be as long as its first (the "
+        "dataset's size is unknown), so later epochs that keep more examples, such as the last "
+        "ones, which keep every example, are cut short. Run the epochs in one fit from the "
+        "first, or one fit per epoch: for epoch in range(start, end): model.fit(..., "
+        "initial_epoch=epoch, epochs=epoch + 1).",
+        UserWarning,
+        stacklevel=4,
+    )
