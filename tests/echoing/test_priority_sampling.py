@@ -1,11 +1,13 @@
 """Priority sampling: top-k picks the largest, renewal is round-robin, proportional statistics."""
 
 import math
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import echoing
 from echoing import PrioritySampler, PriorityTable, priority_sample
 
 
@@ -335,3 +337,24 @@ def test_the_binary_config_names_its_fields(load_config):
     config = load_config("mnist1d", "smoke,priority=1,top_ratio=0.01")
     with pytest.raises(ValueError, match=r"^priority_top_ratio=0\.01 of data\.batch_size=32 "):
         run_config.resolve_config(config)
+
+
+@pytest.mark.parametrize("factor", [2, 1.5])
+def test_echo_after_the_sampler_draws_one_batch_at_a_time(factor):
+    # Issue 33: echo's vectorised path read a group of the sampler's batches ahead (512 drawn
+    # before echo(2)'s first batch), so every batch came from priorities hundreds of steps old.
+    arrays = {"inputs": np.zeros((512, 4), np.float32), "label": np.zeros(512, np.int64)}
+    batches = priority_sample(
+        PriorityTable(512), arrays, batch_size=16, top_ratio=0.5, renew_ratio=0.5, seed=0
+    )
+    drawn = tf.Variable(0, dtype=tf.int64)
+
+    def count(batch):
+        with tf.control_dependencies([drawn.assign_add(1)]):
+            return tf.nest.map_structure(tf.identity, batch)
+
+    iterator = iter(batches.map(count).apply(echoing.echo(factor)))
+    for _ in range(3):
+        next(iterator)
+    time.sleep(0.3)  # room for any read-ahead to run
+    assert int(drawn.numpy()) <= 8

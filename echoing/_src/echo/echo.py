@@ -166,6 +166,8 @@ def _echo(dataset, factor, seed: int | None, name: str | None, implementation: s
     if not live and factor == 1 and meters is None:
         return dataset
     vectorized = _vectorized_element_bytes(dataset.element_spec, implementation)
+    if implementation == "auto" and _samples_by_priority(dataset):
+        vectorized = None
     # A live factor read once per group of batches took effect 54-92 training steps late:
     # batches take the per-element path (which copies nothing) and read the factor for each
     # batch. On tiny synthetic batches (128 x 40 float32, e=4) that measured 0.5-1x the grouped
@@ -218,6 +220,14 @@ def _echo(dataset, factor, seed: int | None, name: str | None, implementation: s
         if per_batch:
             echoed = _no_injected_prefetch(echoed)
     return _keep_cardinality(echoed, dataset, factor)
+
+
+def _samples_by_priority(dataset: tf.data.Dataset) -> bool:
+    """Whether ``priority_sample`` draws ``dataset``'s batches. It picks each batch from the
+    table as the batch is drawn; the vectorised path reads a group of elements ahead (292
+    sampler batches before echo(2)'s first, so every batch came from priorities hundreds of
+    steps old), the per-element one reads one at a time (as many ahead as with no echo)."""
+    return any(name == "priority_sample" for name, _ in dataset_graph.per_pass_marks(dataset))
 
 
 def _meter_rows(dataset: tf.data.Dataset) -> bool:
