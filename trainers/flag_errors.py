@@ -192,6 +192,39 @@ def echo_insert_without_echo(config, argv: Sequence[str], overrides: dict) -> st
     )
 
 
+# Config arguments named otherwise than the config field they set (configs/mnist1d.py).
+_ARGUMENT_OF_FIELD = {"priority_top_ratio": "top_ratio", "priority_renew_ratio": "renew_ratio"}
+
+
+def options_without_technique(config, argv: Sequence[str], overrides: dict) -> str | None:
+    """The one line for a technique's option given while the technique is off: the field as a
+    flag (``--config.priority_top_ratio=0.1``, in ``overrides``) or as a config argument
+    (``:top_ratio=0.1`` in ``argv``'s ``--config=FILE:ARGS``), even at its default value, which
+    the config check (``config_checks.refuse_options_when_off``) cannot tell from no option.
+    Checked once both are applied. None otherwise."""
+    # Here, not at the top: importing echoing imports TensorFlow, whose start-up lines would
+    # come before this module's one-line errors for the flags parsed earlier.
+    from echoing._src.core import config_checks
+
+    _, _, arguments = (_config_flag_value(argv) or "").partition(":")
+    given_arguments = dict(
+        part.strip().partition("=")[::2] for part in arguments.split(",") if part.strip()
+    )
+    for switch, (defaults, example) in config_checks.OPTIONS_WHEN_OFF.items():
+        if config[switch]:
+            continue
+        given = []
+        for field in defaults:
+            argument = _ARGUMENT_OF_FIELD.get(field, field)
+            if field in overrides:
+                given.append(f"--config.{field}={overrides[field]}")
+            elif argument in given_arguments:
+                given.append(f"--config=...:{argument}={given_arguments[argument] or 1}")
+        if given:
+            return config_checks.options_when_off_message(given, switch, example)
+    return None
+
+
 def unread_data_flags(data, overrides: dict) -> str | None:
     """The one line for ``--config.data.*`` overrides of fields that the data config ``data``
     does not read (``--config.data.name=cifar10`` on MNIST-1D, which is generated;

@@ -202,6 +202,7 @@ def _main(argv: list[str]) -> None:
         _rename_priority_flags(config)
         unused = flag_errors.echo_insert_without_echo(config, sys.argv, _overrides())
         unused = unused or flag_errors.unread_data_flags(config.data, _overrides())
+        unused = unused or flag_errors.options_without_technique(config, sys.argv, _overrides())
         if unused:
             raise app.UsageError(unused)
         _drop_fields_of_the_replaced_source(config)

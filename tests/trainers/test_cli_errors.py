@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from echoing._src.core import config_checks
 from trainers import flag_errors, train
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -231,6 +232,47 @@ def test_an_echo_insertion_point_with_echo_off_is_refused(
         "--config=configs/mnist1d.py:echo=2,insert=... or --config.echo=2 (or echo=auto for "
         "AutoEcho), or drop the insertion point."
     )
+
+
+@pytest.mark.parametrize(
+    ("argument", "overrides", "given", "switch"),
+    [  # Issue 33: at their default values (the docs' top_ratio=0.1) they trained the baseline.
+        ("smoke,top_ratio=0.1", {}, "--config=...:top_ratio=0.1", "priority"),
+        ("smoke", {"priority_top_ratio": 0.1}, "--config.priority_top_ratio=0.1", "priority"),
+        ("smoke,prune_ratio=0.5", {}, "--config=...:prune_ratio=0.5", "prune"),
+        ("smoke", {"prune_epochs": 0}, "--config.prune_epochs=0", "prune"),
+        ("smoke,assist_reweight", {}, "--config=...:assist_reweight=1", "assist"),
+    ],
+)
+def test_a_technique_option_with_the_technique_off_is_refused_even_at_its_default(
+    argument, overrides, given, switch, load_config, mnist1d_config_path
+):
+    config = load_config("mnist1d", argument)
+    argv = ["train", f"--config={mnist1d_config_path}:{argument}"]
+    message = flag_errors.options_without_technique(config, argv, overrides)
+    assert message.startswith(f"config {given} with {switch} off: the technique is off"), message
+    assert f"Turn it on (e.g. --config=configs/mnist1d.py:{switch}=1," in message
+    config[switch] = True  # turned on by a later flag: an option, no mistake
+    assert flag_errors.options_without_technique(config, argv, overrides) is None
+
+
+def test_the_binary_refuses_a_technique_option_with_the_technique_off_in_one_line(
+    tmp_path, capsys, mnist1d_config_path, parse_binary_flags
+):
+    argv = ["train", f"--config={mnist1d_config_path}:smoke,top_ratio=0.1", f"--workdir={tmp_path}"]
+    parse_binary_flags(argv)
+    with pytest.raises(SystemExit) as raised:
+        train.main(["train"])
+    assert raised.value.code == 2
+    shown = capsys.readouterr().err.strip()
+    assert shown.startswith("error: config --config=...:top_ratio=0.1 with priority off"), shown
+
+
+def test_the_options_table_holds_each_techniques_defaults(load_config):
+    config = load_config("mnist1d", "smoke")
+    for switch, (defaults, _) in config_checks.OPTIONS_WHEN_OFF.items():
+        assert not config[switch]
+        assert {key: config[key] for key in defaults} == defaults
 
 
 @pytest.mark.parametrize(

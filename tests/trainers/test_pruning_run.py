@@ -129,8 +129,8 @@ def test_bad_pruning_configs_are_refused_naming_the_value(prune_config, override
     [
         ({"prune_ratio": 0.3}, r"^config prune_ratio=0.3 with prune off: the technique is off, "
          r"so the run would train without it\. Turn it on \(e\.g\. "
-         r"--config=configs/mnist1d\.py:prune=1,prune_ratio=0\.3\) or leave its options at "
-         r"their defaults\.$"),
+         r"--config=configs/mnist1d\.py:prune=1,prune_ratio=0\.3\) or leave its options "
+         r"out\.$"),
         ({"prune_anneal": 0.5, "prune_epochs": 4}, r"prune_anneal=0.5, prune_epochs=4 with prune"),
         ({"select_mode": "sample"}, r"select_mode='sample' with select_ratio=1: .* is off"),
         # Issue 33 (seventh probe): these were accepted and the run trained without them.

@@ -148,15 +148,7 @@ def check_config(config) -> None:
             "trains the Assistant on every fed-back batch, k on every k-th."
         )
     if not config.assist:
-        defaults = {
-            "assist_base_prob": 0.3,
-            "assist_reweight": False,
-            "assist_asynchronous": True,
-            "assist_train_every": 1,
-        }
-        config_checks.refuse_options_when_off(
-            config, defaults, switch="assist", example="assist=1,assist_base_prob=0.5"
-        )
+        config_checks.refuse_options_when_off(config, "assist")
         return
     if not config.assist_base_prob > 0:
         raise ValueError(

@@ -2,7 +2,7 @@
 
 Example::
 
-    from echoing.techniques import config_checks
+    from echoing._src.core import config_checks
 
     config_checks.fraction("priority_top_ratio", 0.1)  # passes
     # config_checks.fraction("priority_top_ratio", 2.0)  -> ValueError naming the key and value
@@ -29,17 +29,44 @@ def refuse_fresh_evaluation(config, technique: str) -> None:
         )
 
 
-def refuse_options_when_off(config, defaults: dict, *, switch: str, example: str) -> None:
-    """Refuses a technique's options set away from their ``defaults`` (key -> default) while
-    the technique is off: the run would silently train the baseline. ``switch`` names the field
-    that turns it on, ``example`` a config argument that does (e.g. ``"prune=1,prune_ratio=0.3"``).
-    """
+# Each technique's switch, its options (config key -> default) and a config argument that turns
+# it on with one: an option set while its technique is off would silently train the baseline.
+OPTIONS_WHEN_OFF = {
+    "priority": (
+        {"priority_top_ratio": 0.1, "priority_renew_ratio": 0.9},
+        "priority=1,top_ratio=0.2",
+    ),
+    "prune": (
+        {"prune_ratio": 0.5, "prune_anneal": 0.125, "prune_epochs": 0},
+        "prune=1,prune_ratio=0.3",
+    ),
+    "assist": (
+        {
+            "assist_base_prob": 0.3,
+            "assist_reweight": False,
+            "assist_asynchronous": True,
+            "assist_train_every": 1,
+        },
+        "assist=1,assist_base_prob=0.5",
+    ),
+}
+
+
+def refuse_options_when_off(config, switch: str) -> None:
+    """Refuses ``switch``'s options (``OPTIONS_WHEN_OFF``) set away from their defaults while
+    the technique is off: the run would silently train the baseline. (An option given at its
+    default value is the binary's to catch: it knows what the command line gave.)"""
+    defaults, example = OPTIONS_WHEN_OFF[switch]
     changed = [
         f"{key}={config[key]!r}" for key, default in defaults.items() if config[key] != default
     ]
     if changed:
-        raise ValueError(
-            f"config {', '.join(changed)} with {switch} off: the technique is off, so the run "
-            f"would train without it. Turn it on (e.g. --config=configs/mnist1d.py:{example}) "
-            "or leave its options at their defaults."
-        )
+        raise ValueError(options_when_off_message(changed, switch, example))
+
+
+def options_when_off_message(given: list[str], switch: str, example: str) -> str:
+    return (
+        f"config {', '.join(given)} with {switch} off: the technique is off, so the run would "
+        f"train without it. Turn it on (e.g. --config=configs/mnist1d.py:{example}) or leave "
+        "its options out."
+    )

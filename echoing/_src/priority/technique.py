@@ -189,10 +189,7 @@ def check_config(config) -> None:
     for key in ("priority_top_ratio", "priority_renew_ratio"):
         config_checks.fraction(key, config[key])
     if not config.priority:
-        defaults = {"priority_top_ratio": 0.1, "priority_renew_ratio": 0.9}
-        config_checks.refuse_options_when_off(
-            config, defaults, switch="priority", example="priority=1,top_ratio=0.2"
-        )
+        config_checks.refuse_options_when_off(config, "priority")
         return
     if config.strategy == "tpu":
         raise ValueError(

@@ -181,10 +181,7 @@ def check_config(config) -> None:
         )
     if not config.prune:
         # An option of a technique that is off would silently train the baseline.
-        defaults = {"prune_ratio": 0.5, "prune_anneal": 0.125, "prune_epochs": 0}
-        config_checks.refuse_options_when_off(
-            config, defaults, switch="prune", example="prune=1,prune_ratio=0.3"
-        )
+        config_checks.refuse_options_when_off(config, "prune")
         return
     if config.strategy == "tpu":
         raise ValueError(
