@@ -345,13 +345,14 @@ def warn_if_eval_is_train(config: ml_collections.ConfigDict) -> None:
 
 def _shared_files(train_files: str, eval_files: str) -> list[str]:
     """The files both globs name, sorted: local globs are expanded (``a/*.txt`` holds
-    ``a/b.txt``) and paths made absolute; remote ones (``gs://``) are compared as written."""
+    ``a/b.txt``) and resolved (absolute, symbolic links followed); remote ones (``gs://``) are
+    compared as written."""
     if "://" in train_files or "://" in eval_files:
         return [train_files] if train_files == eval_files else []
 
     def files(pattern: str) -> set[str]:
         expanded = os.path.abspath(os.path.expanduser(pattern))
-        return {os.path.abspath(path) for path in tf.io.gfile.glob(expanded)} or {expanded}
+        return {os.path.realpath(path) for path in tf.io.gfile.glob(expanded)} or {expanded}
 
     return sorted(files(train_files) & files(eval_files))
 

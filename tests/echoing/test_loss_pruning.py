@@ -182,8 +182,9 @@ def test_ids_outside_the_table_fail_naming_the_range():
     stage = echoing.loss_prune(table, num_epochs=2)
     # A stream of unknown size is checked as it runs.
     unknown = _ids(6).filter(lambda element: True)
-    with pytest.warns(UserWarning, match="its size is unknown"):
+    with pytest.warns(UserWarning, match="its size is unknown") as said:
         pruned = unknown.apply(stage)
+    assert said[0].filename == __file__  # the user's line, not TensorFlow's apply
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"outside \[0, 4\).*num_examples"):
         list(pruned)
     # One of known size, when the stage is applied (it was found only while iterating).

@@ -98,7 +98,7 @@ class StreamPruning:
                 f"loss_prune counts an epoch as the loss table's {self.examples_per_epoch} "
                 f"inputs and cannot check it against this input (its size is unknown); if an "
                 f"epoch holds fewer, {fix}.",
-                stacklevel=3,
+                stacklevel=4,  # this check, __call__, Dataset.apply, then the user's line
             )
 
     def _keep_group(self, batch):
