@@ -256,18 +256,6 @@ def test_a_technique_option_with_the_technique_off_is_refused_even_at_its_defaul
     assert flag_errors.options_without_technique(config, argv, overrides) is None
 
 
-def test_the_binary_refuses_a_technique_option_with_the_technique_off_in_one_line(
-    tmp_path, capsys, mnist1d_config_path, parse_binary_flags
-):
-    argv = ["train", f"--config={mnist1d_config_path}:smoke,top_ratio=0.1", f"--workdir={tmp_path}"]
-    parse_binary_flags(argv)
-    with pytest.raises(SystemExit) as raised:
-        train.main(["train"])
-    assert raised.value.code == 2
-    shown = capsys.readouterr().err.strip()
-    assert shown.startswith("error: config --config=...:top_ratio=0.1 with priority off"), shown
-
-
 def test_the_options_table_holds_each_techniques_defaults(load_config):
     config = load_config("mnist1d", "smoke")
     for switch, (defaults, _) in config_checks.OPTIONS_WHEN_OFF.items():
@@ -289,17 +277,24 @@ def test_an_echo_insertion_point_with_echo_on_or_the_configs_own_is_no_mistake(
     assert flag_errors.echo_insert_without_echo(config, argv, {}) is None
 
 
-def test_the_binary_refuses_an_echo_insertion_point_with_echo_off_in_one_line(
-    tmp_path, capsys, mnist1d_config_path, parse_binary_flags
+@pytest.mark.parametrize(
+    ("argument", "flag", "said"),
+    [
+        ("smoke", "--config.echo_insert=after_batch", "--config.echo_insert=after_batch places "
+         "the echo stage"),
+        ("smoke,top_ratio=0.1", None, "config --config=...:top_ratio=0.1 with priority off"),
+    ],
+)  # fmt: skip
+def test_the_binary_refuses_an_option_of_a_stage_that_is_off_in_one_line(
+    argument, flag, said, tmp_path, capsys, mnist1d_config_path, parse_binary_flags
 ):
-    argv = ["train", f"--config={mnist1d_config_path}:smoke", f"--workdir={tmp_path}"]
-    argv.append("--config.echo_insert=after_batch")
-    parse_binary_flags(argv)
+    argv = ["train", f"--config={mnist1d_config_path}:{argument}", f"--workdir={tmp_path}"]
+    parse_binary_flags(argv + ([flag] if flag else []))
     with pytest.raises(SystemExit) as raised:
         train.main(["train"])
     assert raised.value.code == 2
     shown = capsys.readouterr().err.strip()
-    assert shown.startswith("error: --config.echo_insert=after_batch places the echo stage"), shown
+    assert shown.startswith(f"error: {said}"), shown
     assert not os.path.exists(tmp_path / "checkpoints")
 
 
