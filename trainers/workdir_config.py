@@ -172,16 +172,28 @@ def resume_warning(differences: list[str]) -> str | None:
     """For a resume whose checkpoint fit, the warning its ``differences`` (``changes``) call for,
     or None when only ``RESUMABLE`` fields changed: a fitting checkpoint does not make the run
     the same (another data set or seed trains on from the restored model; the input iterator,
-    when it no longer fits, restarts), so the result mixes two configs."""
+    when it no longer fits, restarts), so the result mixes both configs. A changed
+    ``num_steps``, which a resume may make (to extend a run), is noted on its own: the
+    learning-rate schedule is laid over the new length, so the rate jumps at the restored step."""
     changed = [d for d in differences if not _quiet_on_resume(d)]
-    if not changed:
-        return None
-    return (
-        f"Warning: this resume's config or data differs from what the workdir's run started "
-        f"with ({FILENAME}) in {_listed(changed)}. Training goes on with the new values from "
-        "the restored step, so the run's result mixes both: resume with the old values to "
-        "continue that run, or use a fresh --workdir for this one."
-    )
+    lengths = [d for d in differences if _key(d) == "num_steps"]
+    lines = []
+    if changed:
+        lines.append(
+            f"Warning: this resume's config or data differs from what the workdir's run started "
+            f"with ({FILENAME}) in {_listed(changed)}. Training goes on with the new values from "
+            "the restored step, so the run's result mixes both: resume with the old values to "
+            "continue that run, or use a fresh --workdir for this one."
+        )
+    if lengths:
+        lines.append(
+            f"Note: this resume changes {lengths[0]}. The learning rate's schedule (warm-up, "
+            "then cosine decay to 0 at num_steps) is laid over the new num_steps from the "
+            "restored step, so the rate there jumps to the new schedule's, and the run is "
+            "neither the old length's nor one trained at the new length from the start (a "
+            "fresh --workdir trains that)."
+        )
+    return "\n".join(lines) or None
 
 
 def evaluation_note(differences: list[str]) -> str | None:

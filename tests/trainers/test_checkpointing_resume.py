@@ -47,14 +47,20 @@ def test_a_resume_that_fits_but_changes_the_data_warns_naming_the_change(
         "(config.json) in data.num_train: 1000 -> 2000, found.train_examples: 1000 -> 2000. "
         "Training goes on with the new values from the restored step"
     ) in err
-    assert "num_steps: 10 -> 20" not in err  # a resume may change it
+    # A resume may change num_steps: it is not among the causes (the list ends above), only
+    # noted for the schedule it re-lays.
+    assert "Note: this resume changes num_steps: 10 -> 20." in err
 
 
-def test_a_resume_changing_only_num_steps_does_not_warn(load_config, tmp_path, capsys):
+def test_a_resume_changing_only_num_steps_notes_the_schedule_without_a_warning(
+    load_config, tmp_path, capsys
+):
     config = _ten_steps(load_config, tmp_path, "smoke", capsys)
     config.num_steps = 20
     experiment.run(config, str(tmp_path / "run"))
-    assert "Warning: this resume" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Warning: this resume" not in err
+    assert "Note: this resume changes num_steps: 10 -> 20. The learning rate's schedule" in err
 
 
 def test_a_resume_whose_input_no_longer_fits_fails_in_one_line_without_a_warning(

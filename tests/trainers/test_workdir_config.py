@@ -87,8 +87,13 @@ def test_a_run_stopped_before_its_first_save_is_recorded_again(load_config, tmp_
 
 def test_a_resume_warning_names_what_a_resume_should_not_change():
     assert workdir_config.resume_warning([]) is None
-    quiet = ["num_steps: 10 -> 20", "echo: 2.0 -> 4.0", "data.eval_batch_size: 100 -> 50"]
+    quiet = ["echo: 2.0 -> 4.0", "data.eval_batch_size: 100 -> 50", "eval_every_steps: 5 -> 9"]
     assert workdir_config.resume_warning(quiet) is None
+    # Issue 33: a longer num_steps re-lays the learning-rate schedule from the restored step
+    # (a 20-step run's rate 0 jumped to half its peak at 40 steps), without a word.
+    note = workdir_config.resume_warning(["num_steps: 10 -> 20", *quiet])
+    assert note.startswith("Note: this resume changes num_steps: 10 -> 20. The learning rate's ")
+    assert "a fresh --workdir trains that" in note and "Warning" not in note
     for training in ("learning_rate: 0.01 -> 0.5", "echo: 1.0 -> 2.0"):
         assert f"started with (config.json) in {training}. " in workdir_config.resume_warning(
             [training]
@@ -98,6 +103,7 @@ def test_a_resume_warning_names_what_a_resume_should_not_change():
         "Warning: this resume's config or data differs from what the workdir's run started "
         "with (config.json) in seed: 0 -> 1. Training goes on with the new values"
     )
+    assert warning.splitlines()[1].startswith("Note: this resume changes num_steps: 10 -> 20.")
 
 
 def test_the_asynchronous_trainers_changes_are_named_and_judged_as_the_run_config_holds_them():
