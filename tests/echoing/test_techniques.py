@@ -372,8 +372,8 @@ def test_the_compatibility_table_names_only_techniques_it_can_switch():
 
     named = {name for pair in compatibility.INCOMPATIBLE for name in pair}
     assert named <= set(compatibility.SWITCHES)
-    config = run_config.resolve_config(_config(echo=2.0, assist=True, prune=True))
-    compatibility.check(config)  # echo, the Assistant and pruning run together
+    for other in ("assist", "prune"):  # echo runs with the Assistant, and with pruning
+        compatibility.check(run_config.resolve_config(_config(echo=2.0, **{other: True})))
 
 
 def test_priority_with_an_augmentation_says_it_does_not_run(load_config):

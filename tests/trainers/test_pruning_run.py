@@ -115,6 +115,13 @@ def test_the_technique_feeds_its_table_and_reports_progress():
         ({"prune_epochs": -1}, r"prune_epochs must be >= 0"),
         ({"strategy": "tpu"}, r"prune=True with strategy='tpu'"),
         ({"priority": True}, r"priority=True cannot be combined with prune=True"),
+        # Issue 33: pruning's epochs, counted in trained examples, stretched over 6 passes for 4
+        # under the Assistant's filter, the last 2 unpruned, in silence.
+        (
+            {"assist": True},
+            r"assist=True cannot be combined with prune=True: the Assistant's "
+            r"filter drops a share of the examples pruning keeps",
+        ),
         ({"eval_every_fresh_examples": 100}, r"when pruning drops examples"),
     ],
 )
