@@ -118,8 +118,21 @@ def test_fit_shorter_than_pruning_num_epochs_is_warned_about():
         _model(table).fit(batches, epochs=4, verbose=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _model(table).fit(batches, epochs=2, steps_per_epoch=3, verbose=0)  # not passes: quiet
+        _model(table).fit(batches.repeat(), epochs=2, steps_per_epoch=3, verbose=0)  # not passes
     assert not [w for w in caught if "unless later fits" in str(w.message)]
+
+
+def test_steps_per_epoch_with_pruning_is_refused_on_passes_and_said_over_a_repeat():
+    # Issue 33: fit(epochs=8, steps_per_epoch=8) on a pruned pass trained [8, 0, 6, 6, ...]
+    # steps and ran 7 of pruning's 8 epochs, the anneal never; Keras's "ran out of data" was the
+    # only word, which docs/pruning.md says to expect.
+    table, _, batches = _read_pruning(num_epochs=8)
+    with pytest.raises(ValueError, match=r"LossFeedback.fit: steps_per_epoch=3 on a pruned "
+                       r"dataset that ends with each pass: .* leave steps_per_epoch"):  # fmt: skip
+        _model(table).fit(batches, epochs=8, steps_per_epoch=3, verbose=0)
+    with pytest.warns(UserWarning, match=r"steps_per_epoch=3 over a repeated pruned dataset: "
+                      r"loss_prune counts its num_epochs=8 in passes"):  # fmt: skip
+        _model(table).fit(batches.repeat(), epochs=2, steps_per_epoch=3, verbose=0)
 
 
 def _read_pruning(num_epochs):

@@ -54,8 +54,10 @@ def check_fit(model: keras.Model, arguments: dict) -> None:
     _refuse_per_pass_validation(owner, arguments.get("validation_data"))
     _refuse_endless_epoch(owner, x, arguments)
     _refuse_class_weight_with_sample_weights(owner, x, arguments)
-    if arguments.get("steps_per_epoch") is None:  # fit's epochs are passes over x
-        for stage in dataset_graph.per_pass_stages(x, "loss_prune"):
+    for stage in dataset_graph.per_pass_stages(x, "loss_prune"):
+        if arguments.get("steps_per_epoch") is not None:
+            _check_steps_with_pruning(owner, x, stage, arguments)
+        else:  # fit's epochs are passes over x, as pruning's are
             _warn_if_pruning_outlasts_fit(owner, stage, arguments)
             _warn_if_fit_starts_pruned(owner, stage, arguments)
 
@@ -132,6 +134,31 @@ def _refuse_class_weight_with_sample_weights(owner: str, dataset, arguments: dic
         "and Keras refuses the two together; fold the class weights into sample_weight "
         "instead: .map(lambda x, y, w: (x, y, w * tf.gather(class_weights, y))) after "
         "fit_inputs, with class_weights a float tensor indexed by label."
+    )
+
+
+def _check_steps_with_pruning(owner: str, dataset, stage, arguments: dict) -> None:
+    """``steps_per_epoch`` with a pruning stage: pruning's epochs are passes over the data, fit's
+    are then that many steps. On data that ends (a pass), Keras ends an epoch where the data
+    runs out and starts the next on the spent iterator: an empty epoch, and pruning epochs
+    skipped (steps [8, 0, 6, 6, ...] measured, the anneal never run). Refused. Over a
+    ``repeat()`` the two kinds of epoch just do not line up: said."""
+    steps = arguments["steps_per_epoch"]
+    fix = "leave steps_per_epoch (and any repeat()) out, so that each fit epoch is one pass"
+    if dataset.cardinality() != tf.data.INFINITE_CARDINALITY:
+        raise ValueError(
+            f"{owner}.fit: steps_per_epoch={steps} on a pruned dataset that ends with each "
+            "pass: Keras ends an epoch where the data runs out and goes on with the spent "
+            "iterator, so epochs come out empty and pruning's epochs are skipped (its last, "
+            f"which train on every example, too); {fix}."
+        )
+    warnings.warn(
+        f"{owner}.fit: steps_per_epoch={steps} over a repeated pruned dataset: loss_prune counts "
+        f"its num_epochs={stage.num_epochs} in passes over the data, not in fit's epochs, so its "
+        "last epochs (which train on every example) come where those passes fall, not at fit's "
+        f"end; {fix}.",
+        UserWarning,
+        stacklevel=4,
     )
 
 
