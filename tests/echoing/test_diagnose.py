@@ -187,3 +187,26 @@ def test_a_cache_whose_pass_cannot_be_skipped_is_warned_about():
     message = r"diagnose: the dataset caches \(Dataset.cache\), and a pass's size is unknown, "
     with pytest.warns(UserWarning, match=message + r"so the timed batches are of the first pass"):
         echoing.diagnose(batches, _sleep(0.0), num_steps=2, warmup=0)
+
+
+def test_what_the_pipeline_counts_while_diagnose_reads_it_is_put_back():
+    # Issue 33: diagnose's reads went into the user's EchoMeters (fit then reported echo ratios
+    # 1.20 and 1.44 for echo(2)) and opened two of a pruning stage's epochs.
+    x, y = np.random.default_rng(0).random((512, 8), np.float32), np.arange(512) % 2
+    counts = echoing.meters.EchoMeters()
+    echoed = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .apply(counts.fresh.count())
+        .apply(echoing.echo(2, buffer_size=64, seed=0))
+        .apply(counts.emitted.count())
+        .batch(64)
+    )
+    prune = echoing.loss_prune(echoing.LossTable(512), num_epochs=4, seed=0)
+    pruned = prune.read({"inputs": x, "label": y}, batch_size=64)
+    for dataset in (echoed, pruned):
+        echoing.diagnose(dataset, lambda batch: None, num_steps=4)
+    assert (counts.fresh.value(), counts.emitted.value()) == (0, 0)
+    assert prune.stats()["prune_seen"] == 0.0 and prune.stats()["prune_epoch"] == 0.0
+    assert sum(1 for _ in echoed) == 16  # the counts go on from where they were
+    assert (counts.fresh.value(), counts.emitted.value()) == (512, 1024)
+    assert sum(int(tf.size(batch["id"])) for batch in pruned) == 512  # the first, whole epoch

@@ -97,6 +97,29 @@ def upstream_stages(dataset: tf.data.Dataset, limit: int = _MAX_STAGES):
             pending.extend(node._inputs())
 
 
+@contextlib.contextmanager
+def state_restored(dataset: tf.data.Dataset):
+    """Puts the variables that ``dataset``'s stages hold (meters' counts, pruning's epochs, a
+    sampler's step: resource variables their functions capture) back as they were when the
+    block began: for a block that reads the pipeline on the side (``echoing.diagnose``), which
+    would count as training reads. Iterators the block made must be gone when it ends."""
+    saved = []
+    for node in upstream_stages(dataset):
+        for function in node._functions():
+            for handle in function.function.captured_inputs:
+                data = getattr(handle, "_handle_data", None)
+                if handle.dtype != tf.resource or data is None or not data.shape_and_type:
+                    continue
+                dtype = tf.dtypes.as_dtype(data.shape_and_type[0].dtype)
+                with contextlib.suppress(Exception):  # a resource that is not a variable
+                    saved.append((handle, tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)))
+    try:
+        yield
+    finally:
+        for handle, value in saved:
+            tf.raw_ops.AssignVariableOp(resource=handle, value=value)
+
+
 def is_echo_output(dataset: tf.data.Dataset) -> bool:
     """Whether ``dataset`` is what an ``echoing.echo`` stage returned."""
     return getattr(dataset, _ECHO_ATTRIBUTE, None) is not None

@@ -20,7 +20,9 @@ step on one batch cached in memory, so no input work is included. R > 1: the acc
 for input about ``1 - 1/R`` of the time (with prefetching), and echoing by about R
 (``echoing.echo``, or ``echoing.AutoEcho`` to follow it) fills that wait with repeated data. A
 Keras model is timed on a copy (``train_on_batch`` of a clone with a fresh optimizer), so its
-weights and optimizer state are unchanged; or pass your own ``step(batch)`` callable.
+weights and optimizer state are unchanged; or pass your own ``step(batch)`` callable. What the
+pipeline's stages count while diagnose reads it (meters, pruning's epochs, a sampler's steps)
+is put back as it was afterwards.
 """
 
 from __future__ import annotations
@@ -122,13 +124,15 @@ def diagnose(
     step = _step_function(model_or_step)
     _require_batched(dataset, model_or_step)
     _require_labels(dataset, model_or_step)
-    upstream = seconds_per_batch(
-        dataset,
-        num_batches=num_steps,
-        warmup=warmup + _cache_filling_batches(dataset),
-        max_seconds=max_seconds,
-    )
-    batch = next(iter(cached_batch(dataset)))
+    # Its reads are not training's: the stages' counts (meters, pruning's epochs) go back.
+    with dataset_graph.state_restored(dataset):
+        upstream = seconds_per_batch(
+            dataset,
+            num_batches=num_steps,
+            warmup=warmup + _cache_filling_batches(dataset),
+            max_seconds=max_seconds,
+        )
+        batch = next(iter(cached_batch(dataset)))
     downstream = _seconds_per_step(step, batch, num_steps, warmup, max_seconds)
     ratio = upstream / downstream
     return {
