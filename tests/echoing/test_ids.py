@@ -185,6 +185,15 @@ def _options(**fields) -> tf.data.Options:
             ValueError,
             r"dataset's sample_from_datasets\(\.\.\., rerandomize_each_iteration=True\) changes",
         ),
+        (  # Issue 33: a shuffle in one of zip's inputs was not looked at.
+            tf.data.Dataset.zip(
+                tf.data.Dataset.from_tensor_slices(X).shuffle(4, seed=1),
+                tf.data.Dataset.from_tensor_slices(Y).shuffle(4, seed=1),
+            ),
+            {},
+            ValueError,
+            r"dataset's shuffle\(\) \(reshuffle_each_iteration=True\) changes",
+        ),
         (_PAIRS, {"start": -1}, ValueError, r"with_ids\(start=-1\).*>= 0"),
         (_PAIRS, {"start": 1.0}, TypeError, r"with_ids\(start=1.0\): expected a Python int"),
         (_PAIRS, {"start": True}, TypeError, r"with_ids\(start=True\)"),

@@ -239,25 +239,24 @@ def _batched_by(dataset: tf.data.Dataset) -> str | None:
 def _reordered_by(dataset: tf.data.Dataset) -> str | None:
     """The stage before ``dataset`` that makes each pass differ (a shuffle that reshuffles, a
     repeat, an echo stage, a parallel stage that may put out elements as they finish), looking
-    through every single-input stage (``map``, ``filter``, …); None when none is in sight: best
-    effort, not a proof (an ``interleave``'s ``deterministic`` cannot be read)."""
+    through every stage and each of its inputs (``map``, ``filter``, ``zip``'s, …); None when
+    none is in sight: best effort, not a proof (an ``interleave``'s ``deterministic``, stages
+    built inside a function, and ``choose_from_datasets``' selector, which TensorFlow wraps,
+    cannot be read)."""
     if dataset.options().deterministic is False:
         return "tf.data.Options with deterministic=False"
     if _samples_anew_each_pass(dataset):
         return "sample_from_datasets(..., rerandomize_each_iteration=True)"
-    for _ in range(64):
-        name = type(dataset).__name__.lstrip("_")
-        if is_echo_output(dataset):
+    for node in upstream_stages(dataset, limit=1_000):
+        name = type(node).__name__.lstrip("_")
+        if is_echo_output(node):
             return "echo stage"
-        reshuffles = getattr(dataset, "_reshuffle_each_iteration", True) is not False
+        reshuffles = getattr(node, "_reshuffle_each_iteration", True) is not False
         if name == "ShuffleDataset" and reshuffles:
             return "shuffle() (reshuffle_each_iteration=True)"
         if name == "RepeatDataset":
             return "repeat()"
-        if getattr(dataset, "_deterministic", None) == "false":  # parallel map() or batch()
+        if getattr(node, "_deterministic", None) == "false":  # parallel map() or batch()
             method = {"ParallelMapDataset": "map", "ParallelBatchDataset": "batch"}.get(name, name)
             return f"{method}(..., deterministic=False)"
-        dataset = getattr(dataset, "_input_dataset", None)
-        if not isinstance(dataset, tf.data.Dataset):
-            return None
     return None
