@@ -345,16 +345,28 @@ def warn_if_eval_is_train(config: ml_collections.ConfigDict) -> None:
 
 def _shared_files(train_files: str, eval_files: str) -> list[str]:
     """The files both globs name, sorted: local globs are expanded (``a/*.txt`` holds
-    ``a/b.txt``) and resolved (absolute, symbolic links followed); remote ones (``gs://``) are
-    compared as written."""
+    ``a/b.txt``) and compared as files (a path written another way, a symbolic or hard link to
+    the same file); remote ones (``gs://``) are compared as written."""
     if "://" in train_files or "://" in eval_files:
         return [train_files] if train_files == eval_files else []
 
-    def files(pattern: str) -> set[str]:
+    def files(pattern: str) -> dict:
         expanded = os.path.abspath(os.path.expanduser(pattern))
-        return {os.path.realpath(path) for path in tf.io.gfile.glob(expanded)} or {expanded}
+        paths = [os.path.realpath(path) for path in tf.io.gfile.glob(expanded)] or [expanded]
+        return {_file_key(path): path for path in paths}
 
-    return sorted(files(train_files) & files(eval_files))
+    train, evaluation = files(train_files), files(eval_files)
+    return sorted(train[key] for key in train.keys() & evaluation.keys())
+
+
+def _file_key(path: str):
+    """What tells one file from another: its device and inode (hard links share them), or the
+    path of one that cannot be read."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return path
+    return (status.st_dev, status.st_ino)
 
 
 def _same_arrays(train, evaluation) -> bool:

@@ -179,6 +179,10 @@ def test_an_augmentation_that_does_not_fit_the_inputs_is_refused(shape, augment,
             {"source": "text", "train_files": "t.txt", "eval_files": "l.txt", "augment": "none"},
             "train_files 't.txt' and eval_files 'l.txt' share 1 file",
         ),
+        (  # a hard link to it
+            {"source": "text", "train_files": "t.txt", "eval_files": "h.txt", "augment": "none"},
+            "train_files 't.txt' and eval_files 'h.txt' share 1 file",
+        ),
         ({"source": "tfds", "name": "mnist", "eval_split": "train"}, "train_split and eval_"),
         ({"source": "image_folder", "image_size": 8, "eval_split": "train/"}, "train_split and"),
     ],
@@ -189,6 +193,7 @@ def test_an_eval_split_that_is_the_train_split_is_warned_about(fields, same, tmp
     (tmp_path / "t.txt").write_text("words\n")
     (tmp_path / "u.txt").write_text("other words\n")
     (tmp_path / "l.txt").symlink_to(tmp_path / "t.txt")
+    (tmp_path / "h.txt").hardlink_to(tmp_path / "t.txt")
     config = pipelines.resolve_data_config(_with(**fields))
     message = f"data config {re.escape(same)}.*evaluates on its training data"
     with pytest.warns(UserWarning, match=message):

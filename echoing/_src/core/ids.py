@@ -214,9 +214,10 @@ def _upstream(dataset: tf.data.Dataset):
 
 
 def _samples_anew_each_pass(dataset: tf.data.Dataset) -> bool:
-    """Whether a stage before ``dataset`` picks among datasets (``sample_from_datasets``,
-    ``choose_from_datasets``) by a ``Dataset.random`` that draws anew each pass: the order of
-    the examples then differs from pass to pass. Through every stage; best effort."""
+    """Whether a stage before ``dataset`` picks among datasets (``sample_from_datasets``) by a
+    ``Dataset.random`` that draws anew each pass: the order of the examples then differs from
+    pass to pass. Through every stage; best effort (``choose_from_datasets`` wraps its selector
+    in a dataset whose stages cannot be read)."""
     for node in upstream_stages(dataset, limit=1_000):
         if type(node).__name__.lstrip("_") != "DirectedInterleaveDataset" or not node._inputs():
             continue
