@@ -94,6 +94,7 @@ def load(
         classes = _classes(train_dir)
         train_files = _files(train_dir, classes)
         eval_files = _files(eval_dir, classes, check_against=_classes(eval_dir))
+        _warn_if_classes_untrained(train_dir, classes, train_files, train_files)
     else:
         classes = _classes(root)
         _refuse_unnamed_splits(root, classes, train_split, eval_split)
@@ -101,7 +102,7 @@ def load(
         held_out = [_held_out(path, root, eval_fraction) for path, _ in files]
         train_files = [file for file, out in zip(files, held_out, strict=True) if not out]
         eval_files = [file for file, out in zip(files, held_out, strict=True) if out]
-        _warn_if_all_held_out(root, classes, train_files)
+        _warn_if_classes_untrained(root, classes, files, train_files)
     train, eval_ = (
         _split(files, name, image_size, skip_corrupt)
         for files, name in ((train_files, f"{root} (train)"), (eval_files, f"{root} (eval)"))
@@ -151,11 +152,25 @@ def _refuse_unnamed_splits(root: str, classes: list[str], train_split: str, eval
         )
 
 
-def _warn_if_all_held_out(root: str, classes: list[str], train_files) -> None:
-    """Warns naming the classes whose every image the hash held out for eval (a class of one
-    image, say): the model cannot learn them, and their eval images count as errors."""
+def _warn_if_classes_untrained(root: str, classes: list[str], files, train_files) -> None:
+    """Warns naming the classes the model cannot learn: an empty class folder, which is still a
+    class (an output, as Keras' image_dataset_from_directory makes it), and a class whose every
+    image the hash held out for eval (one image, say), whose eval images count as errors.
+    ``files`` are the folder's images, ``train_files`` those the run trains on."""
+    present = {label for _, label in files}
     trained = {label for _, label in train_files}
-    lost = [name for label, name in enumerate(classes) if label not in trained]
+    empty = [name for label, name in enumerate(classes) if label not in present]
+    lost = [name for label, name in enumerate(classes) if label in present - trained]
+    if empty:
+        logging.warning(
+            "image folder %r: class %s %s no images, yet %s a class (an output the model "
+            "never trains); remove %s, or add images.",
+            root,
+            "folder" if len(empty) == 1 else "folders",
+            f"{empty} holds" if len(empty) == 1 else f"{empty} hold",
+            "it is" if len(empty) == 1 else "each is",
+            "it" if len(empty) == 1 else "them",
+        )
     if lost:
         logging.warning(
             "image folder %r: every image of %s %s is held out for eval (eval_fraction), so the "

@@ -399,3 +399,24 @@ def test_a_class_whose_every_image_is_held_out_is_named(tmp_path, monkeypatch):
     _folder(tmp_path, {held: _jpeg(), **{f"dog/{i}.jpg": _jpeg(seed=i) for i in range(8)}})
     image_folder.load(root, image_size=SIZE, eval_fraction=0.5)
     assert any("every image of class ['cat'] is held out for eval" in w for w in warnings)
+
+
+@pytest.mark.parametrize("layout", ["classes", "splits"])
+def test_an_empty_class_folder_is_named_as_a_class_the_model_never_trains(
+    layout, tmp_path, monkeypatch
+):
+    # Issue 33: an empty folder was a fourth class (output) in silence, or named as "held out
+    # for eval (eval_fraction)", which it was not.
+    warnings = []
+    monkeypatch.setattr(logging, "warning", lambda message, *args: warnings.append(message % args))
+    images = {f"{name}/{i}.jpg": _jpeg(seed=i) for name in ("cat", "dog") for i in range(6)}
+    if layout == "splits":
+        images = {**{f"train/{k}": v for k, v in images.items()}, "test/cat/0.jpg": _jpeg()}
+    root = _folder(tmp_path, images)
+    os.makedirs(os.path.join(root, *(["train"] if layout == "splits" else []), "empty"))
+    held_out = {"eval_fraction": 0.5} if layout == "classes" else {}
+    source = image_folder.load(root, image_size=SIZE, **held_out)
+    assert source.class_names == ("cat", "dog", "empty")  # a class, as Keras makes it
+    said = [w for w in warnings if "holds no images" in w]
+    assert len(said) == 1 and "class folder ['empty'] holds no images, yet it is a class" in said[0]
+    assert not [w for w in warnings if "held out" in w and "empty" in w]
