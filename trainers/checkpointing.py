@@ -322,7 +322,23 @@ def run_manager(
     if restored:
         print(f"Resumed from {restored} at step {int(trainer.step.numpy())}.", file=sys.stderr)
         warn_resume_caveats(techniques)
+    elif _holds_an_earlier_run(workdir):
+        print(
+            f"Note: {workdir} holds an earlier run's metrics.jsonl or TensorBoard events but no "
+            "checkpoint, so this run starts at step 0: its rows replace metrics.jsonl's, and "
+            "TensorBoard shows both runs' curves; use a fresh --workdir to keep them apart.",
+            file=sys.stderr,
+        )
     return manager
+
+
+def _holds_an_earlier_run(workdir: str) -> bool:
+    """Whether ``workdir`` has logs of a run (``metrics.jsonl`` rows, TensorBoard events)."""
+    metrics = os.path.join(workdir, "metrics.jsonl")  # trainers.metrics_writer.METRICS_FILENAME
+    if tf.io.gfile.exists(metrics) and tf.io.gfile.stat(metrics).length > 0:
+        return True
+    events = os.path.join(workdir, "tensorboard")
+    return tf.io.gfile.isdir(events) and bool(tf.io.gfile.listdir(events))
 
 
 def warn_resume_caveats(techniques) -> None:

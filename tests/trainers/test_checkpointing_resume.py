@@ -3,6 +3,8 @@ runs fails pruning's per-example table, and the message names the variable, both
 data's change, never num_steps (which a resume may change). A resume whose checkpoint still fits
 another config or data says so instead of mixing two runs silently."""
 
+import shutil
+
 import pytest
 
 from trainers import experiment
@@ -94,6 +96,20 @@ def test_a_resume_whose_iterator_no_longer_fits_says_what_failed_without_guessin
         "fresh --workdir. What failed: no checkpoint in the workdir can be restored "
         f"({checkpoints}/ckpt-10): Failed to restore dataset iterator from checkpoint."
     )
+
+
+def test_a_run_over_an_earlier_runs_logs_without_its_checkpoints_says_it_starts_over(
+    load_config, tmp_path, capsys
+):
+    # Issue 33: with the checkpoints deleted a rerun started at step 0 without a word, replacing
+    # metrics.jsonl's rows beside the old TensorBoard events.
+    config = _ten_steps(load_config, tmp_path, "smoke", capsys)
+    shutil.rmtree(tmp_path / "run" / "checkpoints")
+    experiment.run(config, str(tmp_path / "run"))
+    err = capsys.readouterr().err
+    assert "holds an earlier run's metrics.jsonl or TensorBoard events but no checkpoint" in err
+    experiment.run(config, str(tmp_path / "fresh"))
+    assert "earlier run" not in capsys.readouterr().err
 
 
 def _ten_steps(load_config, tmp_path, argument: str, capsys):
