@@ -1,5 +1,6 @@
 """Loss-table pruning: the keep rule, weights, epochs and annealing, checkpoints, bad input."""
 
+import itertools
 import warnings
 
 import numpy as np
@@ -502,6 +503,34 @@ def test_a_stage_restores_into_a_run_of_another_length(tmp_path):
     longer = echoing.loss_prune(echoing.LossTable(8), num_epochs=19, seed=0)
     tf.train.Checkpoint(stage=longer).restore(path).assert_existing_objects_matched()
     assert float(longer.epochs_trained()) == pytest.approx(float(stage.epochs_trained()))
+
+
+def test_epochs_trained_on_a_stream_counts_the_epoch_being_read_by_its_share_read():
+    # Issue 33: a stream decides an epoch as it reads it, and the epoch's size so far was taken
+    # for its size: training caught up with a stream that reads little ahead (the tf.data
+    # service) counted 250 of 1,000 examples as 0.977 epochs, and the binary's run ended at
+    # step 16 of an epoch of 32.
+    n = 1000
+    x, y = np.random.default_rng(0).random((n, 4), np.float32), np.arange(n) % 2
+    table = echoing.LossTable(n)
+    stage = echoing.loss_prune(table, num_epochs=2, prune_ratio=0.5, seed=0)
+    options = tf.data.Options()
+    options.autotune.enabled = False  # no read-ahead: the stream is read as training takes it
+    options.experimental_optimization.inject_prefetch = False
+    stream = echoing.with_ids(tf.data.Dataset.from_tensor_slices((x, y))).apply(stage)
+    iterator = iter(stream.batch(50).repeat().with_options(options))
+    trained = []
+    while stage.examples_to_train() != 0.0 and len(trained) < 60:  # as the binary ends a run
+        batch = next(iterator)
+        table.update(batch["id"], tf.ones(tf.shape(batch["id"])))
+        stage.trained.record(batch["id"])
+        trained.append(stage.epochs_trained())
+        if stage.epochs_read() < 2.0:  # the last epoch is not decided in full: no end yet
+            assert stage.examples_to_train() is None
+    assert trained[4] == pytest.approx(0.25, abs=0.01)  # 250 of the first epoch's 1,000
+    assert trained[19] == pytest.approx(1.0)
+    assert all(later >= earlier for earlier, later in itertools.pairwise(trained))
+    assert trained[-1] == pytest.approx(2.0, abs=0.01)  # ended with the second epoch trained
 
 
 def test_an_empty_update_records_nothing_and_is_not_called_floats():

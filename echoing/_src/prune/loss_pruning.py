@@ -135,14 +135,24 @@ class LossPruning(StreamPruning, tf.Module):
 
     def epochs_trained(self) -> float:
         """Epochs training has taken (``trained.record(ids)`` after each step), a float."""
-        return self.trained.epochs(self._opened())
+        return self.trained.epochs(self._opened(), self._open_epoch_read())
 
     def examples_to_train(self) -> float | None:
-        """Fresh examples to train until ``num_epochs`` are taken (None: last epoch not begun)."""
-        return self.trained.remaining(self.num_epochs, self._opened())
+        """Fresh examples to train until ``num_epochs`` are taken (None: last epoch not yet
+        decided in full)."""
+        return self.trained.remaining(self.num_epochs, self._opened(), self._open_epoch_read())
 
     def _opened(self) -> int:
         return max(int(self.epochs_started.numpy()), int(self.threshold_epoch.numpy()) + 1)
+
+    def _open_epoch_read(self) -> float:
+        """The share of the last begun epoch's inputs decided: 1 by id (an epoch is decided
+        whole when it opens); on a stream, what the stage has read of its examples_per_epoch."""
+        epoch = int(self.threshold_epoch.numpy())
+        if int(self.epochs_started.numpy()) > 0 or epoch < 0:
+            return 1.0
+        read = float(self.seen_inputs.value()) - epoch * self.examples_per_epoch
+        return min(1.0, max(0.0, read / self.examples_per_epoch))
 
     def epoch(self) -> int:
         """The epoch the next input belongs to."""

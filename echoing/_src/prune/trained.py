@@ -17,8 +17,9 @@ The stage reads ahead of training by the pipeline's buffers (a shuffle buffer as
 data set holds a whole epoch), so its ``epochs_read()`` can reach the run's last epoch while
 training has taken a fraction of it. ``TrainedEpochs`` counts instead the fresh examples
 training reports (rows / echo factor), and ``epochs()`` places that count in the epochs'
-cumulative sizes. An example a filter after the stage drops never counts: a run with the
-Assistant after pruning trains its epochs' worth of kept examples, reading more to do so.
+cumulative sizes. A stream decides an epoch as it reads it, so the epoch being read counts
+only its decided share of its inputs. An example a filter after the stage drops never counts
+(the binary refuses the Assistant's filter with pruning for that reason).
 """
 
 from __future__ import annotations
@@ -61,19 +62,30 @@ class TrainedEpochs(tf.Module):
             raise ValueError(f"TrainedEpochs.record: echo_factor must be > 0, got {echo_factor!r}.")
         self.count.assign_add(float(np.size(ids)) / float(echo_factor))
 
-    def remaining(self, epochs: int, opened: int) -> float | None:
-        """Fresh examples still to train until ``epochs`` are taken, once the stage has begun
-        the last of them (``opened`` epochs begun; None before)."""
+    def remaining(self, epochs: int, opened: int, open_read: float = 1.0) -> float | None:
+        """Fresh examples still to train until ``epochs`` are taken, once the stage has decided
+        the last of them in full (``opened`` epochs begun, of which the last has had
+        ``open_read`` of its inputs decided; None before)."""
         if opened < epochs or epochs > self.ends.shape[0]:
             return None
+        if opened == epochs and open_read < 1.0:
+            return None  # the last epoch's size is not known yet (a stream decides it as it reads)
         return max(0.0, float(self.ends.numpy()[epochs - 1]) - float(self.count.numpy()))
 
-    def epochs(self, opened: int) -> float:
-        """Epochs trained (2.5: half of the third), of the ``opened`` epochs the stage began."""
+    def epochs(self, opened: int, open_read: float = 1.0) -> float:
+        """Epochs trained (2.5: half of the third), of the ``opened`` epochs the stage began.
+
+        ``open_read``: the share of the last begun epoch's inputs the stage has decided so far
+        (1 by id, where an epoch is decided whole when it opens; on a stream, what it has read).
+        That epoch's size so far is then the size of its decided part, so training caught up
+        with a stream that reads little ahead is ``open_read`` of the epoch, not all of it."""
         ends = self.ends.numpy()[: max(0, min(opened, self.ends.shape[0]))]
+        if not len(ends):
+            return 0.0
         trained = float(self.count.numpy())
-        done = int(np.searchsorted(ends, trained, side="right"))
-        if done >= len(ends):
-            return float(len(ends))
+        done, last = int(np.searchsorted(ends, trained, side="right")), len(ends) - 1
+        if done > last:  # all that was decided is trained
+            return float(len(ends)) if open_read >= 1.0 else last + open_read
         start = ends[done - 1] if done else 0
-        return done + (trained - start) / max(1, ends[done] - start)
+        fraction = (trained - start) / max(1, ends[done] - start)
+        return done + (fraction * open_read if done == last else fraction)
