@@ -51,6 +51,7 @@ from pipelines.sources import (
     gcs,
     images,
     record_format,
+    record_ids,
     record_layouts,
     record_reader,
 )
@@ -208,7 +209,11 @@ def load(
     eval_counts = _count(eval_paths, eval_files, options)
     first_record, first_path = _first(train_paths, options)
     layout = record_layouts.layout_of(first_record, first_path)
-    parse = record_layouts.parser(layout, ids_by_position=options.skip_corrupt)
+    by_position = options.skip_corrupt or (
+        layout == record_layouts.ECHOING
+        and not record_ids.stored_ids_usable(train_paths, sum(train_counts), train_files)
+    )
+    parse = record_layouts.parser(layout, ids_by_position=by_position)
     first = {key: value.numpy() for key, value in parse(0, first_record).items()}
     decode_inputs, input_shape = _decoder(first, image_size, train_files)
     crop_decode = _crop_decoder(input_shape) if first["encoding"].decode() != "tensor" else None

@@ -1,5 +1,7 @@
 """Sources: arrays, TFRecord (local), TFDS by name; ids carried through the whole pipeline."""
 
+import logging
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -248,6 +250,35 @@ def test_tfrecord_labels_outside_num_classes_are_named(tmp_path, labels, error, 
     text = str(raised.value)
     assert "label outside [0, 2)" in text and "set data config num_classes" in text
     assert ("id=0, label=5" in text) if op == "load" else ("[id=] [2] [label=] [7]" in text)
+
+
+@pytest.mark.parametrize(
+    ("first_ids", "said"),
+    [
+        ((0, 0), "hold 8 records but 4 distinct ids"),  # shards written without first_id
+        ((1000, 1004), "hold ids from 1000 to 1007, not 0 to 7"),
+        ((0, 4), None),  # what write_shards writes: the stored ids are kept
+    ],
+)
+def test_stored_ids_that_cannot_key_tables_are_said_and_numbered_by_position(
+    tmp_path, monkeypatch, first_ids, said
+):
+    # Issue 33: two shards with ids 0-3 each trained pruning with pairs of examples sharing a
+    # loss and a keep decision, in silence; ids from 1000 failed a table lookup mid-run.
+    warnings = []
+    monkeypatch.setattr(logging, "warning", lambda message, *args: warnings.append(message % args))
+    for shard, first_id in enumerate(first_ids):
+        path = str(tmp_path / f"train-{shard}.tfrecord")
+        tfrecord.write(path, np.full([4, 3], shard, np.float32), np.zeros(4), first_id=first_id)
+    glob = str(tmp_path / "train-*.tfrecord")
+    source = tfrecord.load(glob, glob, num_classes=2)
+    ids = [int(row["id"]) for row in source.train.dataset.map(source.train.decode)]
+    assert sorted(ids) == list(range(8))  # one id per example, 0..7, either way
+    if said is None:
+        assert not warnings
+        return
+    assert len(warnings) == 1 and said in warnings[0], warnings
+    assert "numbered by position instead" in warnings[0] and "first_id" in warnings[0]
 
 
 @pytest.mark.parametrize(
