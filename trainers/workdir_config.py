@@ -187,11 +187,11 @@ def resume_warning(differences: list[str]) -> str | None:
         )
     if lengths:
         lines.append(
-            f"Note: this resume changes {lengths[0]}. The learning rate's schedule (warm-up, "
-            "then cosine decay to 0 at num_steps) is laid over the new num_steps from the "
-            "restored step, so the rate there jumps to the new schedule's, and the run is "
-            "neither the old length's nor one trained at the new length from the start (a "
-            "fresh --workdir trains that)."
+            f"Note: this resume changes {lengths[0]}. The learning rate's schedule is laid "
+            "over num_steps (it decays towards the run's end), so from the restored step it "
+            "follows the new length's: the rate jumps there, and the run is neither the old "
+            "length's nor one trained at the new length from the start (a fresh --workdir "
+            "trains that)."
         )
     return "\n".join(lines) or None
 
