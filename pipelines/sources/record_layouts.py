@@ -59,15 +59,32 @@ def layout_of(record: bytes, path: str) -> str:
             "with pipelines.sources.tfrecord.write or record_layouts.write_image_shards."
         ) from error
     features = set(example.features.feature)
-    if set(_ECHOING_FEATURES) <= features:
-        return ECHOING
-    if set(_TFDS_FEATURES) <= features:
-        return TFDS
+    for layout, expected in ((ECHOING, _ECHOING_FEATURES), (TFDS, _TFDS_FEATURES)):
+        if set(expected) <= features:
+            _require_kinds(example, expected, path)
+            return layout
     raise ValueError(
         f"the TFRecord file {path!r} holds tf.train.Examples with features {sorted(features)}; "
         f"expected echoing's {sorted(_ECHOING_FEATURES)} (pipelines.sources.tfrecord.write) or "
         f"TFDS's image-classification layout {sorted(_TFDS_FEATURES)}."
     )
+
+
+# The tf.train.Feature list each parsed dtype is stored in.
+_KIND_OF = {tf.string: "bytes_list", tf.int64: "int64_list", tf.float32: "float_list"}
+
+
+def _require_kinds(example: tf.train.Example, expected: dict, path: str) -> None:
+    """Refuses a feature stored as another kind than the layout parses (a label written as a
+    float_list): parsing would fail at the first batch, in a graph trace naming no file."""
+    for key, feature in expected.items():
+        found = example.features.feature[key].WhichOneof("kind") or "empty feature"
+        if found != _KIND_OF[feature.dtype]:
+            raise ValueError(
+                f"the TFRecord file {path!r} stores feature {key!r} as {found}, and it is read "
+                f"as {feature.dtype.name}; write it as {_KIND_OF[feature.dtype]}, e.g. "
+                "tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])) for a label."
+            )
 
 
 def parser(layout: str, *, ids_by_position: bool = False):

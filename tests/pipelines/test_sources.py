@@ -205,6 +205,9 @@ def test_tfds_split_and_image_size(tfds_dir, overrides, message):
         # Before: image_size=16 on arrays trained on them as stored, silently.
         ("image_size_on_arrays", r"image_size=16 resizes encoded images, and TFRecord files "
          r".* hold arrays of shape \(3,\) \(encoding 'tensor'\), which are read as stored"),
+        # Issue 33: a 40-line ParseExampleV2 trace at the first batch, naming no file.
+        ("float_label", r"train.tfrecord' stores feature 'label' as float_list, and it is read "
+         r"as int64; write it as int64_list"),
     ],
 )  # fmt: skip
 def test_tfrecord_errors(tmp_path, case, message):
@@ -215,6 +218,15 @@ def test_tfrecord_errors(tmp_path, case, message):
     if case == "foreign_format":
         with tf.io.TFRecordWriter(str(tmp_path / "train.tfrecord")) as writer:
             writer.write(b"not an example")
+    if case == "float_label":  # TFDS's layout, its label written as a float
+        features = {
+            "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"image"])),
+            "label": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0])),
+        }
+        with tf.io.TFRecordWriter(str(tmp_path / "train.tfrecord")) as writer:
+            writer.write(
+                tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+            )
     config = pipelines.default_data_config()
     config.source, config.num_classes = "tfrecord", 2
     config.train_files = str(tmp_path / "train*.tfrecord")
