@@ -596,6 +596,22 @@ def test_a_stage_whose_epochs_all_anneal_warns_that_it_prunes_nothing():
         echoing.loss_prune(echoing.LossTable(4), num_epochs=1)  # a fed table prunes epoch 0
 
 
+@pytest.mark.parametrize("num_epochs", [2, 6, 7])
+def test_a_schedule_whose_anneal_rounds_to_no_epoch_says_so(num_epochs):
+    # Issue 33: at anneal_fraction=0.125 every epoch of a run of up to 7 was pruned (InfoBatch's
+    # e < (1 - δ)·E), and the last epoch, meant to train on every example, never did, unsaid.
+    with pytest.warns(UserWarning, match=rf"loss_prune\(num_epochs={num_epochs}, anneal_fraction="
+                      r"0.125\) trains no epoch on every example at the end: .* set "
+                      rf"anneal_fraction \(the binary's prune_anneal\) >= 1/num_epochs = "
+                      rf"{1 / num_epochs:.3g}"):  # fmt: skip
+        echoing.loss_prune(echoing.LossTable(4), num_epochs=num_epochs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        echoing.loss_prune(echoing.LossTable(4), num_epochs=8)  # its epoch 7 anneals
+        echoing.loss_prune(echoing.LossTable(4), num_epochs=num_epochs, anneal_fraction=0.0)
+        echoing.loss_prune(echoing.LossTable(4), num_epochs=num_epochs, anneal_fraction=0.5)
+
+
 def test_a_stream_of_nested_inputs_is_pruned_leaf_by_leaf():
     # A multi-input model's dict of inputs failed in the graph: "unhashable type: 'slice'"
     # (issue 33); with_ids, echo and LossFeedback all take such elements.

@@ -223,18 +223,20 @@ def test_a_finished_pruned_run_resumed_with_more_epochs_trains_them(
 def test_prune_epochs_that_num_steps_cannot_reach_are_warned_about_at_the_start(
     prune_config, tmp_path
 ):
-    # 20 epochs of 1,000 examples keep at least 11,000 (18 pruned at 0.5, 2 annealing): 344
-    # batches of 32. The run ended at step 160 part-way, its schedule undecayed, with no word
-    # (issue 33). Warned, not refused: a run may stop early on purpose and resume for more.
+    # 20 epochs of 1,000 examples keep at least 11,500 (the first whole, 17 pruned at 0.5, 2
+    # annealing): 360 batches of 32. The run ended at step 160 part-way, its schedule
+    # undecayed, with no word (issue 33). Warned, not refused: a run may stop early on
+    # purpose and resume for more.
     prune_config.prune_epochs, prune_config.num_steps = 20, 10
     with pytest.warns(UserWarning) as warned:
         experiment.run(prune_config, str(tmp_path))
     said = [str(warning.message) for warning in warned if "prune_epochs=20" in str(warning.message)]
     assert said == [
-        "config prune_epochs=20 needs at least 344 steps of data.batch_size=32 over the 1000 "
+        "config prune_epochs=20 needs at least 360 steps of data.batch_size=32 over the 1000 "
         "examples (each pruned epoch keeps at least 1 - prune_ratio of them), and num_steps=10 "
-        "ends the run first, with its learning rate undecayed and the anneal not reached. Raise "
-        "num_steps to 344 or more (a pruned run ends when its epochs are trained), or lower "
+        "ends the run first, with its learning rate undecayed and its last epochs untrained. "
+        "Raise num_steps to 360 or more (a pruned run ends when its epochs are trained), or "
+        "lower "
         "prune_epochs (0: the epochs num_steps covers)."
     ]
 

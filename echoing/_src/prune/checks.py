@@ -76,12 +76,25 @@ def pruned_epochs(num_epochs: int, anneal_fraction: float) -> int:
 
 def warn_if_no_pruned_epoch(num_epochs: int, anneal_fraction: float) -> None:
     """A UserWarning when every epoch anneals (trains on every example): pruning would do
-    nothing."""
-    if pruned_epochs(num_epochs, anneal_fraction) == 0:
+    nothing; and when no epoch does, though ``anneal_fraction`` asks for some: InfoBatch's
+    rounding (prune epoch e while e < (1 - δ)·E) gives runs of up to 7 epochs at δ = 0.125
+    no full-data epoch at the end."""
+    pruned = pruned_epochs(num_epochs, anneal_fraction)
+    if pruned == 0:
         warnings.warn(
             f"loss_prune(num_epochs={num_epochs}, anneal_fraction={anneal_fraction:g}) prunes no "
             "epoch: the last anneal_fraction of the epochs train on every example, and here "
             "that is all of them. Lower anneal_fraction (InfoBatch: 0.125).",
+            UserWarning,
+            stacklevel=3,
+        )
+    elif anneal_fraction > 0 and num_epochs >= 2 and pruned == num_epochs:
+        warnings.warn(
+            f"loss_prune(num_epochs={num_epochs}, anneal_fraction={anneal_fraction:g}) trains no "
+            f"epoch on every example at the end: epoch e is pruned while e < (1 - "
+            f"anneal_fraction) x num_epochs = {(1 - anneal_fraction) * num_epochs:g}, which "
+            f"is every epoch here. For one full-data epoch, set anneal_fraction (the binary's "
+            f"prune_anneal) >= 1/num_epochs = {1 / num_epochs:.3g}.",
             UserWarning,
             stacklevel=3,
         )

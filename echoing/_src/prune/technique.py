@@ -246,17 +246,20 @@ def _check_some_epoch_pruned(config, epochs: int, num_examples: int) -> None:
 def _check_steps_cover(config, epochs: int, num_examples: int) -> None:
     """Warns when ``num_steps`` cannot reach ``prune_epochs`` even if pruning drops every
     below-mean example it may: the run would end at ``num_steps`` part-way, with its learning
-    rate (indexed by the epochs trained) undecayed and the anneal not reached. A warning, not
+    rate (indexed by the epochs trained) undecayed and its last epochs untrained. A warning, not
     an error: a run may stop early on purpose and resume with more ``num_steps``."""
     pruned = pruned_epochs(epochs, config.prune_anneal)
-    fewest = (pruned * (1.0 - config.prune_ratio) + (epochs - pruned)) * num_examples
+    # The first epoch is whole (no loss is known yet); the later pruned ones keep at least
+    # 1 - prune_ratio; the anneal's keep all.
+    whole = min(pruned, 1) + max(pruned - 1, 0) * (1.0 - config.prune_ratio) + epochs - pruned
+    fewest = whole * num_examples
     steps = math.ceil(fewest / _fresh_per_step(config))
     if config.num_steps < steps:
         warnings.warn(
             f"config prune_epochs={epochs} needs at least {steps} steps of data.batch_size="
             f"{config.data.batch_size} over the {num_examples} examples (each pruned epoch keeps "
             f"at least 1 - prune_ratio of them), and num_steps={config.num_steps} ends the run "
-            "first, with its learning rate undecayed and the anneal not reached. Raise "
+            "first, with its learning rate undecayed and its last epochs untrained. Raise "
             f"num_steps to {steps} or more (a pruned run ends when its epochs are trained), or "
             "lower prune_epochs (0: the epochs num_steps covers).",
             UserWarning,
