@@ -105,6 +105,7 @@ def write(
     inputs, labels = np.asarray(inputs), np.asarray(labels)
     if len(inputs) != len(labels):
         raise ValueError(f"got {len(inputs)} inputs but {len(labels)} labels; one label each.")
+    _check_labels(labels)
     if encoding != "tensor" and (inputs.dtype != np.uint8 or inputs.ndim != 4):
         raise ValueError(
             f"encoding={encoding!r} needs uint8 images [N, height, width, channels], got dtype "
@@ -137,6 +138,27 @@ def write(
             # Deterministic: the same arrays give the same bytes, so shards are reproducible.
             writer.write(example.SerializeToString(deterministic=True))
     return len(inputs)
+
+
+def _check_labels(labels: np.ndarray) -> None:
+    """Refuses labels that are not integer class ids [N], before a file is opened: the record
+    stores ``int(label)``, which read 0.7 as class 0 and failed on one-hot rows mid-file."""
+    if labels.ndim != 1:
+        raise ValueError(
+            f"labels must be class ids, one per example [N], got shape {labels.shape}; for "
+            "one-hot rows pass labels.argmax(axis=1)."
+        )
+    if labels.dtype.kind in "biu" or not labels.size:
+        return
+    integral = labels.dtype.kind == "f" and np.isfinite(labels) & (labels == np.round(labels))
+    if labels.dtype.kind == "f" and integral.all():
+        return  # integral floats, e.g. ids kept in a float array
+    shown = (labels[~integral] if labels.dtype.kind == "f" else labels)[0].item()
+    raise ValueError(
+        f"labels must be integer class ids, got dtype {labels.dtype} ({shown!r} among them), "
+        "and a record stores int(label) (0.7 would be class 0; a name fails); map them to ids "
+        "first, e.g. np.unique(labels, return_inverse=True)[1] for class names."
+    )
 
 
 def _upload(local: str, path: str, count: int) -> None:
@@ -173,6 +195,11 @@ def write_shards(
     """
     if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
         raise ValueError(f"num_shards must be an int >= 1, got {num_shards!r}; e.g. num_shards=4.")
+    if num_shards > len(inputs):
+        raise ValueError(
+            f"num_shards={num_shards} for {len(inputs)} examples would write empty shards; "
+            f"give at most num_shards={max(1, len(inputs))}."
+        )
     if not prefix.startswith("gs://") and os.path.dirname(prefix):
         os.makedirs(os.path.dirname(prefix), exist_ok=True)
     bounds = np.linspace(0, len(inputs), num_shards + 1).astype(int)
@@ -375,9 +402,11 @@ def _first(paths: list[str], options: ReadOptions) -> tuple[bytes, str]:
                     "as corrupt); rewrite the files."
                 )
             return _first(paths[1:], options)
-    else:
-        record = next(iter(tf.data.TFRecordDataset(paths[:1]))).numpy()
-    return record, paths[0]
+        return record, paths[0]
+    for path in paths:  # an empty file (a shard with no example) holds no first record
+        for record in tf.data.TFRecordDataset(path).take(1):
+            return record.numpy(), path
+    raise ValueError("no TFRecord file of the split holds a record; write some examples.")
 
 
 def _count(paths: list[str], pattern: str, options: ReadOptions) -> list[int]:

@@ -299,12 +299,31 @@ def test_stored_ids_that_cannot_key_tables_are_said_and_numbered_by_position(
         ({"encoding": "webp"}, "encoding must be one of"),
         ({"encoding": "png"}, "needs uint8 images"),
         ({"labels": np.zeros(2)}, "got 3 inputs but 2 labels"),
+        # Issue 33: 0.7 was stored as class 0, in silence; one-hot rows and names failed
+        # mid-file, leaving an empty file behind.
+        ({"labels": np.full(3, 0.7)}, r"integer class ids, got dtype float64 \(0.7 among"),
+        ({"labels": np.eye(3)}, r"\[N\], got shape \(3, 3\); for one-hot rows pass labels\.argmax"),
+        ({"labels": np.array(["cat", "dog", "cat"])}, r"got dtype <U3 \('cat' among them\)"),
     ],
 )
 def test_tfrecord_write_errors(tmp_path, kwargs, message):
     arguments = {"inputs": np.zeros([3, 4]), "labels": np.zeros(3), **kwargs}
     with pytest.raises(ValueError, match=message):
         tfrecord.write(str(tmp_path / "x.tfrecord"), **arguments)
+    assert not (tmp_path / "x.tfrecord").exists()  # refused before a file is opened
+
+
+def test_more_shards_than_examples_are_refused_and_an_empty_first_shard_is_read_past(tmp_path):
+    # Issue 33: five shards of three examples wrote empty files, and an empty first file ended
+    # tfrecord.load in a bare StopIteration.
+    with pytest.raises(ValueError, match=r"num_shards=5 for 3 examples would write empty "
+                       r"shards; give at most num_shards=3"):  # fmt: skip
+        tfrecord.write_shards(str(tmp_path / "s"), np.zeros([3, 4]), np.zeros(3), num_shards=5)
+    tfrecord.write(str(tmp_path / "t-0.tfrecord"), np.zeros([0, 4]), np.zeros(0))
+    tfrecord.write(str(tmp_path / "t-1.tfrecord"), np.ones([3, 4]), np.arange(3) % 2)
+    glob = str(tmp_path / "t-*.tfrecord")
+    source = tfrecord.load(glob, glob, num_classes=2)
+    assert [int(row["label"]) for row in source.train.dataset.map(source.train.decode)] == [0, 1, 0]
 
 
 @pytest.mark.parametrize(
