@@ -238,11 +238,12 @@ def _meter_rows(dataset: tf.data.Dataset) -> bool:
     batched = dataset_graph.comes_out_of_batch(dataset)
     if batched is None and dataset_graph.elements_are_batches(dataset):
         warnings.warn(
-            "echoing.echo(meters=...): these elements look like batches, but they come from a "
-            "stage the check cannot see through (e.g. interleave or flat_map), so the meters "
-            "count one example per element. If they are batches, count their rows with "
-            "meters.fresh.count(rows=True) before echo and meters.emitted.count(rows=True) "
-            "after it instead.",
+            "echoing.echo(meters=...): these elements look like batches (a leading dimension "
+            "of unknown size), and no batch() is in sight before echo (a source, or a stage the "
+            "check cannot see through, e.g. interleave or flat_map), so the meters count one "
+            "example per element: right for examples of variable length (a line's tokens). If "
+            "they are batches, count their rows with meters.fresh.count(rows=True) before echo "
+            "and meters.emitted.count(rows=True) after it instead.",
             UserWarning,
             stacklevel=5,  # _echo, echo's apply, Dataset.apply, then the user's line
         )
