@@ -148,6 +148,11 @@ def _check_labels(labels: np.ndarray) -> None:
             f"labels must be class ids, one per example [N], got shape {labels.shape}; for "
             "one-hot rows pass labels.argmax(axis=1)."
         )
+    if labels.dtype.kind in "iuf" and labels.size and np.min(labels) < 0:
+        raise ValueError(
+            f"labels must be class ids >= 0, got {np.min(labels).item()!r}; number the classes "
+            "0, 1, ...: a negative id fails the label check at the first batch that holds it."
+        )
     if labels.dtype.kind in "biu" or not labels.size:
         return
     integral = labels.dtype.kind == "f" and np.isfinite(labels) & (labels == np.round(labels))

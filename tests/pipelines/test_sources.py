@@ -304,6 +304,7 @@ def test_stored_ids_that_cannot_key_tables_are_said_and_numbered_by_position(
         ({"labels": np.full(3, 0.7)}, r"integer class ids, got dtype float64 \(0.7 among"),
         ({"labels": np.eye(3)}, r"\[N\], got shape \(3, 3\); for one-hot rows pass labels\.argmax"),
         ({"labels": np.array(["cat", "dog", "cat"])}, r"got dtype <U3 \('cat' among them\)"),
+        ({"labels": np.array([0, -1, 1])}, r"class ids >= 0, got -1"),
     ],
 )
 def test_tfrecord_write_errors(tmp_path, kwargs, message):

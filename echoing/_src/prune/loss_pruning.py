@@ -355,7 +355,8 @@ def loss_prune(
       prune_ratio: r in [0, 1): the probability of dropping a below-mean example (InfoBatch: 0.5).
       anneal_fraction: δ in [0, 1]: the fraction of ``num_epochs``, at the end, trained on
         every example (InfoBatch trains the last 12.5% on the full data).
-      examples_per_epoch: inputs per epoch reaching this stage (default: all the table's).
+      examples_per_epoch: inputs per epoch reaching this stage as a stream (default: all the
+        table's); ``read`` and ``epoch_ids`` do not read it: their epoch is the ids they read.
       seed: seeds the keep draws; same seed and inputs, same kept examples.
       id_key: the element key holding the example id.
       group_size: elements decided per table read (static shapes only).
