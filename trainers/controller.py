@@ -195,13 +195,13 @@ class Controller:
 
     def _steps_to_run_end(self, step: int) -> int | None:
         """Steps until the techniques' progress reaches 1 (from the fresh examples a technique
-        says are left, else at the last loop's rate), so that the loop that ends the run stops
-        there instead of running to its full length."""
+        says are left at least, else at the last loop's rate), so that the loop that ends the
+        run stops there instead of running to its full length."""
         progress = self._run_progress()
         last, self._last_progress = self._last_progress, (step, progress)
         known = [t.fresh_examples_to_end() for t in self.techniques if t.progress() is not None]
         known = [examples for examples in known if examples is not None]
-        if known:  # exact: the examples left, at the loop's echo factor
+        if known:  # the examples left (or at least that many), at the loop's echo factor
             echo_factor = self._echo_factor()
             fresh_per_step = self.schedule.batch_size / echo_factor
             return max(1, math.ceil(min(known) / fresh_per_step))

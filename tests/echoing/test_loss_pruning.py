@@ -533,6 +533,32 @@ def test_epochs_trained_on_a_stream_counts_the_epoch_being_read_by_its_share_rea
     assert trained[-1] == pytest.approx(2.0, abs=0.01)  # ended with the second epoch trained
 
 
+def test_the_examples_left_are_at_least_counted_before_the_last_epoch_is_read():
+    # A stream decides an epoch as it reads it: before the last one is read, examples_to_train
+    # is None and examples_to_train_at_least a bound under it (exact once all are decided).
+    n = 400
+    table = echoing.LossTable(n)
+    table.update(tf.range(n), tf.range(n, dtype=tf.float32))  # half below the mean
+    stage = echoing.loss_prune(table, num_epochs=4, prune_ratio=0.5, anneal_fraction=0.25, seed=0)
+    assert stage.examples_to_train_at_least() is None  # nothing read: nothing known
+    ids = tf.data.Dataset.range(n).map(lambda i: {"id": i})
+    stream = ids.repeat().apply(stage)
+    iterator, bounds = iter(stream.batch(20)), []
+    while stage.examples_to_train() is None:
+        batch = next(iterator)
+        stage.trained.record(batch["id"])
+        bounds.append(stage.examples_to_train_at_least())
+    exact = stage.examples_to_train()
+    trained_since = [20.0 * k for k in range(len(bounds) - 1, -1, -1)]
+    for bound, since in zip(bounds, trained_since, strict=True):
+        assert bound <= exact + since  # never past the end
+    assert bounds[-1] == exact
+    # Early on it counts each undecided pruned epoch at half its inputs less the draws' spread
+    # (160 of 400; they keep about 300) and the anneal whole: near the examples left, so the
+    # binary's loops are not cut short long before the end.
+    assert bounds[0] >= 0.6 * (exact + trained_since[0])
+
+
 def test_an_empty_update_records_nothing_and_is_not_called_floats():
     table = echoing.LossTable(4)
     table.update([], [])  # before: "ids must be integers, got dtype float32"

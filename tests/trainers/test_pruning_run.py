@@ -205,6 +205,32 @@ def test_a_pruned_run_ends_when_training_took_its_epochs_not_when_they_were_read
     assert summary["step"] < 200
 
 
+def test_a_streamed_pruned_run_stops_at_its_epochs_not_a_loop_past_them(
+    load_config, data_dir, tmp_path
+):
+    # Issue 33: a stream decides its last epoch only as it reads it, so the loop that ended the
+    # run ran to the length the last loop's rate gave; that rate came from the first 12 epochs,
+    # decided from an empty table (the trainer feeds it after each 100-step loop) and kept
+    # whole, and the run trained 16.28 of its 16 epochs. The loop now ends where the examples
+    # left are at least, counting each epoch not yet decided at the fewest it can keep.
+    from pipelines.sources import mnist1d
+
+    globs = mnist1d.export_tfrecords(
+        str(tmp_path / "records"), num_train=1_000, num_eval=200, data_dir=data_dir, num_shards=3
+    )
+    config = _prune_config(load_config, data_dir)
+    config.data.source, config.data.num_classes = "tfrecord", 10
+    config.data.train_files, config.data.eval_files = globs["train_files"], globs["eval_files"]
+    config.data.batch_size, config.data.shuffle_buffer = 128, 10_000
+    config.num_steps, config.steps_per_loop = 125, 100  # 16 epochs of 1,000 in batches of 128
+    config.eval_every_steps = config.checkpoint_every_steps = 200
+    workdir = str(tmp_path / "run")
+    summary = experiment.run(config, workdir)
+    last = metrics_writer.read_metrics(workdir)[-1]
+    assert 16.0 <= last["prune_epochs_trained"] <= 16.0 + 128 / 1_000  # within one batch
+    assert summary["step"] < 125
+
+
 def test_a_finished_pruned_run_resumed_with_more_epochs_trains_them(
     whole_run, prune_config, tmp_path
 ):

@@ -199,8 +199,9 @@ class Technique(ClosesOnExit):
         return None
 
     def fresh_examples_to_end(self) -> float | None:
-        """With ``progress``: the fresh examples training must still take to reach 1, when
-        known (None: the controller estimates the end from the progress rate)."""
+        """With ``progress``: at least the fresh examples training must still take to reach 1
+        (exact once known): the controller ends the loop there and asks again. None: not known;
+        the controller estimates the end from the progress rate, and may overshoot it."""
         return None
 
     def checkpointed(self) -> dict[str, Any]:

@@ -135,24 +135,48 @@ class LossPruning(StreamPruning, tf.Module):
 
     def epochs_trained(self) -> float:
         """Epochs training has taken (``trained.record(ids)`` after each step), a float."""
-        return self.trained.epochs(self._opened(), self._open_epoch_read())
+        return self.trained.epochs(*self._opened())
 
     def examples_to_train(self) -> float | None:
         """Fresh examples to train until ``num_epochs`` are taken (None: last epoch not yet
         decided in full)."""
-        return self.trained.remaining(self.num_epochs, self._opened(), self._open_epoch_read())
+        return self.trained.remaining(self.num_epochs, *self._opened())
 
-    def _opened(self) -> int:
-        return max(int(self.epochs_started.numpy()), int(self.threshold_epoch.numpy()) + 1)
+    def examples_to_train_at_least(self) -> float | None:
+        """At least ``examples_to_train()``, known before the last epoch is decided (None until
+        the first epoch opens: by id, its inputs are the ids it reads). The binary's loop ends
+        there and asks again, so that a run stops at its epochs, not a loop past them."""
+        # Read in the order the pipeline's threads write, later first: the plan, the inputs,
+        # the epochs. What they decide between the reads then counts as not yet decided.
+        decided, seen = float(self.trained.planned.numpy()), float(self.seen_inputs.value())
+        if int(self.threshold_epoch.numpy()) < 0:
+            return None
+        started = int(self.epochs_started.numpy())  # by id, where an epoch's inputs are its ids
+        inputs = seen / started if started else self.examples_per_epoch
 
-    def _open_epoch_read(self) -> float:
-        """The share of the last begun epoch's inputs decided: 1 by id (an epoch is decided
-        whole when it opens); on a stream, what the stage has read of its examples_per_epoch."""
-        epoch = int(self.threshold_epoch.numpy())
-        if int(self.epochs_started.numpy()) > 0 or epoch < 0:
-            return 1.0
+        def fewest_kept(epoch: int, share: float) -> float:
+            n = share * inputs
+            if epoch >= self.full_data_epoch:  # the anneal keeps every input
+                return n
+            # At worst every input is below the mean, each kept with probability 1 - r; fewer
+            # than the mean less 4 standard deviations are kept with probability under 1e-4.
+            r = self.prune_ratio
+            return max(0.0, n * (1.0 - r) - 4.0 * math.sqrt(n * r * (1.0 - r)))
+
+        return self.trained.remaining_at_least(
+            self.num_epochs, decided, *self._opened(), fewest_kept
+        )
+
+    def _opened(self) -> tuple[int, float]:
+        """(epochs begun, share of the last one's inputs decided): by id an epoch is decided
+        whole when it opens; on a stream, by what the stage has read of examples_per_epoch.
+        The input pipeline's threads decide on meanwhile: the epoch is read once, before the
+        inputs (an epoch's start is written before its first inputs are counted)."""
+        epoch, started = int(self.threshold_epoch.numpy()), int(self.epochs_started.numpy())
+        if started > 0 or epoch < 0:
+            return max(started, epoch + 1), 1.0
         read = float(self.seen_inputs.value()) - epoch * self.examples_per_epoch
-        return min(1.0, max(0.0, read / self.examples_per_epoch))
+        return epoch + 1, min(1.0, max(0.0, read / self.examples_per_epoch))
 
     def epoch(self) -> int:
         """The epoch the next input belongs to."""

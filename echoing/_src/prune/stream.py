@@ -133,9 +133,13 @@ class StreamPruning:
         keep, easy = self._keep_rule(epoch, losses, seen, threshold, draws)
         seen_after = self.seen_inputs.variable.assign_add(size)
         kept_count = tf.reduce_sum(tf.cast(keep, tf.int64))
+        with tf.control_dependencies([seen_after]):
+            # Planned after the inputs are counted: a reader in another thread that reads the
+            # plan first (examples_to_train_at_least) never finds kept examples not yet read.
+            planned = self.trained.plan(epoch, kept_count)
         updates = [
             self.kept_inputs.variable.assign_add(kept_count),
-            self.trained.plan(epoch, kept_count),
+            planned,
             self._epochs_read.assign(
                 tf.cast(seen_after, tf.float64) / float(self.examples_per_epoch)
             ),

@@ -126,7 +126,7 @@ class PruningTechnique(Technique):
         return self._progress.read_value()
 
     def fresh_examples_to_end(self) -> float | None:
-        remaining = self.stage.examples_to_train()  # of this input pipeline's shard
+        remaining = self.stage.examples_to_train_at_least()  # of this input pipeline's shard
         return None if remaining is None else remaining * self.num_input_pipelines
 
     def checkpointed(self) -> dict[str, object]:

@@ -24,6 +24,8 @@ only its decided share of its inputs. An example a filter after the stage drops 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import tensorflow as tf
 
@@ -71,6 +73,32 @@ class TrainedEpochs(tf.Module):
         if opened == epochs and open_read < 1.0:
             return None  # the last epoch's size is not known yet (a stream decides it as it reads)
         return max(0.0, float(self.ends.numpy()[epochs - 1]) - float(self.count.numpy()))
+
+    def remaining_at_least(
+        self,
+        epochs: int,
+        decided: float,
+        opened: int,
+        open_read: float,
+        fewest_kept: Callable[[int, float], float],
+    ) -> float:
+        """At least the fresh examples still to train until ``epochs`` are taken, known before
+        the stage has decided them all (``remaining``, exact, once it has): what it decided and
+        training has not taken yet, plus ``fewest_kept(epoch, share)``, the fewest examples
+        ``share`` of ``epoch``'s inputs can keep, for the rest of the open epoch and for each
+        epoch not yet begun.
+
+        ``decided``: ``planned``, read before ``opened`` and ``open_read``. The input pipeline
+        decides on in its own threads; what it decides between the reads then counts as not
+        yet decided, at its fewest, which keeps the result a lower bound.
+        """
+        exact = self.remaining(epochs, opened, open_read)
+        if exact is not None:
+            return exact
+        undecided = [(opened - 1, 1.0 - open_read)] if opened else []
+        undecided += [(epoch, 1.0) for epoch in range(opened, epochs)]
+        at_least = decided + sum(fewest_kept(epoch, share) for epoch, share in undecided)
+        return max(0.0, at_least - float(self.count.numpy()))
 
     def epochs(self, opened: int, open_read: float = 1.0) -> float:
         """Epochs trained (2.5: half of the third), of the ``opened`` epochs the stage began.
