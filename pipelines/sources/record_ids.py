@@ -4,18 +4,20 @@
 shards written without their ``first_id`` all start at 0, and a split written with an offset
 runs past its record count. A per-example table (pruning's losses, priority sampling's) needs
 each example's own id in ``[0, records)``: duplicate ids would share one loss and one keep
-decision, in silence, and an id past the table fails a lookup mid-run. ``stored_ids_usable``
-reads the ids once at load and says when they are not, so the source numbers the records by
-position instead.
+decision, in silence, and an id past the table fails a lookup mid-run. ``tfrecord.load`` reads
+the ids (``read``) in the pass that counts a local split's records, and ``usable`` says when they
+are not, so the source numbers the records by position instead.
 
 Example::
 
+    import numpy as np
     from pipelines.sources import record_ids, tfrecord
 
-    tfrecord.write("/tmp/a.tfrecord", x, y)  # ids 0..n-1
-    tfrecord.write("/tmp/b.tfrecord", x, y)  # ids 0..n-1 again: first_id left out
-    record_ids.stored_ids_usable(["/tmp/a.tfrecord", "/tmp/b.tfrecord"], 2 * n, "/tmp/*")
-    # False, and a warning: 2n records, n distinct ids
+    x, y = np.zeros([4, 3], np.float32), np.arange(4) % 2
+    tfrecord.write("/tmp/a.tfrecord", x, y)  # ids 0..3
+    tfrecord.write("/tmp/b.tfrecord", x, y)  # ids 0..3 again: first_id left out
+    ids = [record_ids.read(path) for path in ("/tmp/a.tfrecord", "/tmp/b.tfrecord")]
+    record_ids.usable(np.concatenate(ids), "/tmp/*")  # False, and a warning: 8 records, 4 ids
 """
 
 from __future__ import annotations
@@ -28,18 +30,27 @@ import tensorflow as tf
 _ID = {"id": tf.io.FixedLenFeature([], tf.int64)}
 
 
-def stored_ids_usable(paths: list[str], records: int, pattern: str) -> bool:
-    """Whether the ids stored in ``paths`` (``records`` in all) are ``0 .. records - 1``, each
-    once; else logs a warning naming the problem and returns False. gs:// objects are not read
-    again for this (their ids are trusted)."""
-    if paths[0].startswith("gs://"):
-        return True
+def read(path: str) -> np.ndarray:
+    """The id each record of the local file ``path`` stores, in order (int64)."""
     ids = (
-        tf.data.TFRecordDataset(paths)
+        tf.data.TFRecordDataset(path)
         .map(lambda record: tf.io.parse_single_example(record, _ID)["id"])
         .batch(65_536)
     )
-    distinct = np.unique(np.concatenate([batch.numpy() for batch in ids]))  # records >= 1
+    try:
+        return np.concatenate([np.zeros([0], np.int64), *(batch.numpy() for batch in ids)])
+    except tf.errors.InvalidArgumentError as error:
+        raise ValueError(
+            f"TFRecord file {path}: a record has no int64 'id' feature, which the first record "
+            "of the split has (echoing's layout, tfrecord.write); write every record with "
+            f"tfrecord.write. TensorFlow said: {error.message.splitlines()[0]}"
+        ) from error
+
+
+def usable(ids: np.ndarray, pattern: str) -> bool:
+    """Whether the ``ids`` a split's records store (one per record) are ``0 .. records - 1``,
+    each once; else logs a warning naming the problem and returns False."""
+    records, distinct = len(ids), np.unique(ids)  # records >= 1
     if len(distinct) == records and distinct[0] == 0 and distinct[-1] == records - 1:
         return True
     problem = (

@@ -237,13 +237,18 @@ def load(
     """
     train_paths = _glob(train_files, "train_files", options)
     eval_paths = _glob(eval_files, "eval_files", options)
-    train_counts = _count(train_paths, train_files, options)
-    eval_counts = _count(eval_paths, eval_files, options)
-    first_record, first_path = _first(train_paths, options)
+    first_record, first_path = _first(train_paths, options, train_files)
     layout = record_layouts.layout_of(first_record, first_path)
-    by_position = options.skip_corrupt or (
+    # Local records in the echoing layout: the pass that counts them reads their ids too.
+    stored_ids = (
         layout == record_layouts.ECHOING
-        and not record_ids.stored_ids_usable(train_paths, sum(train_counts), train_files)
+        and not options.skip_corrupt
+        and not train_paths[0].startswith("gs://")  # ids trusted: not read twice over a network
+    )
+    train_counts, ids = _count(train_paths, train_files, options, stored_ids=stored_ids)
+    eval_counts, _ = _count(eval_paths, eval_files, options)
+    by_position = options.skip_corrupt or (
+        ids is not None and not record_ids.usable(ids, train_files)
     )
     parse = record_layouts.parser(layout, ids_by_position=by_position)
     first = {key: value.numpy() for key, value in parse(0, first_record).items()}
@@ -394,7 +399,7 @@ def _first_ids(counts: list[int]) -> list[int]:
     return [int(start) for start in np.cumsum([0, *counts[:-1]])]
 
 
-def _first(paths: list[str], options: ReadOptions) -> tuple[bytes, str]:
+def _first(paths: list[str], options: ReadOptions, pattern: str) -> tuple[bytes, str]:
     """The first readable record of ``paths``, and the file it is in."""
     if _in_python(paths, options):
         records = _python_records(paths[0], options, record_reader.ReadStats())
@@ -406,28 +411,42 @@ def _first(paths: list[str], options: ReadOptions) -> tuple[bytes, str]:
                     "no TFRecord file of the split holds a readable record (all were skipped "
                     "as corrupt); rewrite the files."
                 )
-            return _first(paths[1:], options)
+            return _first(paths[1:], options, pattern)
         return record, paths[0]
     for path in paths:  # an empty file (a shard with no example) holds no first record
-        for record in tf.data.TFRecordDataset(path).take(1):
-            return record.numpy(), path
-    raise ValueError("no TFRecord file of the split holds a record; write some examples.")
+        try:
+            for record in tf.data.TFRecordDataset(path).take(1):
+                return record.numpy(), path
+        except tf.errors.DataLossError as error:
+            raise _corrupt(path, error) from error
+    check_not_empty(0, f"TFRecord files {pattern!r}")  # raises: every file is empty
 
 
-def _count(paths: list[str], pattern: str, options: ReadOptions) -> list[int]:
-    """Records per file: a pass in the graph (local), or the gs:// object metadata / headers."""
+def _count(
+    paths: list[str], pattern: str, options: ReadOptions, *, stored_ids: bool = False
+) -> tuple[list[int], np.ndarray | None]:
+    """Records per file: a pass in the graph (local), or the gs:// object metadata / headers.
+    With ``stored_ids`` (local files), also the ids the records store, read in the same pass."""
+    ids = None
     if paths[0].startswith("gs://"):
         counts = [_gcs_count(path, options) for path in paths]
     elif options.skip_corrupt:
         counts = [_framed_count(path, _local_open, options) for path in paths]
+    elif stored_ids:
+        per_file = [_local_pass(path, options, record_ids.read) for path in paths]
+        counts, ids = [len(file_ids) for file_ids in per_file], np.concatenate(per_file)
     else:
-        counts = [_local_count(path, options) for path in paths]
+        counts = [_local_pass(path, options, _records_in) for path in paths]
     check_not_empty(sum(counts), f"TFRecord files {pattern!r}")
-    return counts
+    return counts, ids
 
 
-def _local_count(path: str, options: ReadOptions) -> int:
-    """Records in a local file, every checksum checked.
+def _records_in(path: str) -> int:
+    return int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda total, _: total + 1))
+
+
+def _local_pass(path: str, options: ReadOptions, read):
+    """``read(path)`` (a count, or the stored ids), every record's checksums checked.
 
     ``TFRecordDataset`` checks the length and data checksums but ends a file cut inside a
     record's data without an error (verified on TF 2.21), so a header pass checks the framing
@@ -435,19 +454,24 @@ def _local_count(path: str, options: ReadOptions) -> int:
     """
     framed = _framed_count(path, _local_open, options)
     try:
-        count = int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda total, _: total + 1))
+        result = read(path)
     except tf.errors.DataLossError as error:
-        raise ValueError(
-            f"corrupt TFRecord file {path}: {error.message.splitlines()[0]} (a byte offset). "
-            "Rewrite the file, or set data config skip_corrupt=True to skip and count corrupt "
-            "records."
-        ) from error
+        raise _corrupt(path, error) from error
+    count = result if isinstance(result, int) else len(result)
     if count != framed:  # e.g. the file changed between the passes
         raise ValueError(
             f"TFRecord file {path} holds {framed} framed records but {count} readable ones; "
             "rewrite it, or set data config skip_corrupt=True."
         )
-    return count
+    return result
+
+
+def _corrupt(path: str, error: tf.errors.DataLossError) -> ValueError:
+    return ValueError(
+        f"corrupt TFRecord file {path}: {error.message.splitlines()[0]} (a byte offset). "
+        "Rewrite the file, or set data config skip_corrupt=True to skip and count corrupt "
+        "records."
+    )
 
 
 def _framed_count(path: str, open_file, options: ReadOptions) -> int:
