@@ -27,22 +27,25 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-_ID = {"id": tf.io.FixedLenFeature([], tf.int64)}
+from pipelines.sources.record_layouts import ECHOING_FEATURES
 
 
 def read(path: str) -> np.ndarray:
-    """The id each record of the local file ``path`` stores, in order (int64)."""
+    """The id each record of the local file ``path`` stores, in order (int64). Every record is
+    parsed as the echoing layout's first one was, so one written another way (a label stored as
+    a float, a missing feature) is named here, at load, not in a graph error mid-run."""
     ids = (
         tf.data.TFRecordDataset(path)
-        .map(lambda record: tf.io.parse_single_example(record, _ID)["id"])
+        .map(lambda record: tf.io.parse_single_example(record, ECHOING_FEATURES)["id"])
         .batch(65_536)
     )
     try:
         return np.concatenate([np.zeros([0], np.int64), *(batch.numpy() for batch in ids)])
     except tf.errors.InvalidArgumentError as error:
         raise ValueError(
-            f"TFRecord file {path}: a record has no int64 'id' feature, which the first record "
-            "of the split has (echoing's layout, tfrecord.write); write every record with "
+            f"TFRecord file {path}: a record does not hold the features the split's first "
+            f"record has ({', '.join(sorted(ECHOING_FEATURES))}, as tfrecord.write stores them: "
+            "a label as one int64, the inputs as bytes); write every record with "
             f"tfrecord.write. TensorFlow said: {error.message.splitlines()[0]}"
         ) from error
 

@@ -33,7 +33,7 @@ ECHOING, TFDS = "echoing", "tfds"
 # The encoding a TFDS-layout record's image has: any format tf.io.decode_image reads.
 ENCODED_IMAGE = "image"
 
-_ECHOING_FEATURES = {
+ECHOING_FEATURES = {
     "inputs": tf.io.FixedLenFeature([], tf.string),
     "encoding": tf.io.FixedLenFeature([], tf.string),
     "label": tf.io.FixedLenFeature([], tf.int64),
@@ -59,13 +59,13 @@ def layout_of(record: bytes, path: str) -> str:
             "with pipelines.sources.tfrecord.write or record_layouts.write_image_shards."
         ) from error
     features = set(example.features.feature)
-    for layout, expected in ((ECHOING, _ECHOING_FEATURES), (TFDS, _TFDS_FEATURES)):
+    for layout, expected in ((ECHOING, ECHOING_FEATURES), (TFDS, _TFDS_FEATURES)):
         if set(expected) <= features:
             _require_kinds(example, expected, path)
             return layout
     raise ValueError(
         f"the TFRecord file {path!r} holds tf.train.Examples with features {sorted(features)}; "
-        f"expected echoing's {sorted(_ECHOING_FEATURES)} (pipelines.sources.tfrecord.write) or "
+        f"expected echoing's {sorted(ECHOING_FEATURES)} (pipelines.sources.tfrecord.write) or "
         f"TFDS's image-classification layout {sorted(_TFDS_FEATURES)}."
     )
 
@@ -96,7 +96,7 @@ def parser(layout: str, *, ids_by_position: bool = False):
     if layout == ECHOING:
 
         def parse_echoing(position: tf.Tensor, record: tf.Tensor) -> dict:
-            example = tf.io.parse_single_example(record, _ECHOING_FEATURES)
+            example = tf.io.parse_single_example(record, ECHOING_FEATURES)
             if ids_by_position:
                 return {**example, "id": tf.cast(position, tf.int64)}
             return example  # the record carries its own id

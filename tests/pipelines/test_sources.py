@@ -293,20 +293,46 @@ def test_stored_ids_that_cannot_key_tables_are_said_and_numbered_by_position(
     assert "numbered by position instead" in warnings[0] and "first_id" in warnings[0]
 
 
-def test_a_later_record_without_an_id_and_a_corrupt_first_record_are_named_at_load(tmp_path):
-    # The pass that counts a split's records reads their ids: a record written another way
-    # after echoing's first was a raw parse error from the graph; a damaged first record, read
-    # for the layout before the counting pass, was a raw DataLossError.
+_LISTS = {
+    "int": ("int64_list", tf.train.Int64List),
+    "float": ("float_list", tf.train.FloatList),
+    "bytes": ("bytes_list", tf.train.BytesList),
+}
+
+
+def _feature(kind: str, value) -> tf.train.Feature:
+    field, values = _LISTS[kind]
+    return tf.train.Feature(**{field: values(value=[value])})
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"label": ("int", 0)},  # only a label: no id, inputs or encoding
+        {
+            "inputs": ("bytes", b"x"),
+            "encoding": ("bytes", b"tensor"),
+            "label": ("float", 0.7),
+            "id": ("int", 2),
+        },  # a label stored as a float
+    ],
+)
+def test_a_later_record_written_another_way_and_a_corrupt_first_record_are_named_at_load(
+    tmp_path, odd
+):
+    # The pass that counts a split's records parses each as the first: a record written another
+    # way after echoing's first was a raw parse error from the graph at the first batch holding
+    # it; a damaged first record, read for the layout before the counting pass, a raw
+    # DataLossError.
     written, path = tmp_path / "written.tfrecord", tmp_path / "train.tfrecord"
     tfrecord.write(str(written), np.zeros([2, 3], np.float32), np.zeros(2))
-    label_only = tf.train.Features(
-        feature={"label": tf.train.Feature(int64_list=tf.train.Int64List(value=[0]))}
-    )
+    features = {key: _feature(kind, value) for key, (kind, value) in odd.items()}
     with tf.io.TFRecordWriter(str(path)) as writer:
         for record in tf.data.TFRecordDataset(str(written)):
             writer.write(record.numpy())
-        writer.write(tf.train.Example(features=label_only).SerializeToString())
-    with pytest.raises(ValueError, match=r"train.tfrecord: a record has no int64 'id' feature"):
+        example = tf.train.Example(features=tf.train.Features(feature=features))
+        writer.write(example.SerializeToString())
+    with pytest.raises(ValueError, match=r"train.tfrecord: a record does not hold the features"):
         tfrecord.load(str(path), str(path), num_classes=2)
     data = bytearray(written.read_bytes())
     data[20] ^= 0xFF  # inside the first record's data: its checksum no longer matches
