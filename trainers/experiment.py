@@ -47,6 +47,7 @@ outer loop, and the checkpoint on Ctrl-C), ``diagnosis`` (R and ``--diagnose``) 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -172,8 +173,11 @@ def _run(config, workdir: str, strategy, insertions) -> dict[str, object]:
             # Stops the techniques' threads at the end, also when training raises.
             cleanup.enter_context(technique)
         # A fitting resume's warning, once its first loop trained (else the failure is said).
-        warning = workdir_config.resume_warning(changed) if start else None
-        notes = metrics_writer.NoteBeforeFirstRow(writer, warning)
+        warning, trained_on = None, None
+        if start:
+            warning = workdir_config.resume_warning(changed)
+            trained_on = functools.partial(workdir_config.trained_on, config, workdir)
+        notes = metrics_writer.NoteBeforeFirstRow(writer, warning, trained_on)
         outer = _outer_loop(config, trainer, counts, clock, manager, notes)
         try:
             step, evaluation = outer.run()

@@ -98,15 +98,19 @@ class MetricsWriter:
 class NoteBeforeFirstRow:
     """A writer (a ``MetricsWriter``, or a wrapper of one) that prints ``note`` on stderr just
     before its first row, when ``note`` is not None: a resume's warning, said once the restored
-    run has trained a loop, since a checkpoint or input that does not fit fails before."""
+    run has trained a loop, since a checkpoint or input that does not fit fails before. Then it
+    calls ``at_first_row`` (the workdir's config record takes a fitting resume's values)."""
 
-    def __init__(self, writer, note: str | None):
-        self.writer, self.note = writer, note
+    def __init__(self, writer, note: str | None, at_first_row=None):
+        self.writer, self.note, self.at_first_row = writer, note, at_first_row
 
     def write(self, step: int, scalars: dict[str, float]) -> None:
         if self.note is not None:
             print(self.note, file=sys.stderr)
             self.note = None
+        if self.at_first_row is not None:
+            self.at_first_row()
+            self.at_first_row = None
         self.writer.write(step, scalars)
 
 

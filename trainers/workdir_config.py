@@ -82,37 +82,74 @@ def changes(config, workdir: str) -> list[str]:
     ``"data.batch_size: 32 -> 16"``, and what its data source holds that differs
     (``"found.train_examples: 38 -> 45"``); a workdir without checkpoints records ``config``
     instead (also over the record of a run stopped before its first save) and gives ``[]``, as
-    does one written before the record existed."""
-    path = os.path.join(workdir, FILENAME)
-    current = {**flat_fields(json.loads(config.to_json_best_effort())), **_found(config)}
+    does one written before the record existed. The fields a resume may change are recorded as
+    the last resume that trained took them (``trained_on``)."""
+    current = _current(config)
     if tf.train.latest_checkpoint(os.path.join(workdir, "checkpoints")) is None:
         # Nothing to resume (also a run stopped before its first save): this config starts it.
-        tf.io.gfile.makedirs(workdir)
-        temporary = path + ".unfinished"
-        with tf.io.gfile.GFile(temporary, "w") as file:
-            file.write(json.dumps(current, indent=1, sort_keys=True))
-        tf.io.gfile.rename(temporary, path, overwrite=True)
+        _write(current, workdir)
         return []
+    saved = _read(workdir)
+    return [difference for _, difference in _differing(saved or current, current)]
+
+
+def trained_on(config, workdir: str, rename=None) -> None:
+    """Called once a resumed run has trained a loop with ``config``: the record takes the
+    values it changed of the fields a resume may change (``RESUMABLE``), so the next resume
+    compares with what this one trained with (its ``num_steps`` note says 20 -> 30, not the
+    first run's 10 -> 30); the others stay the first run's, which its warnings and a failed
+    resume's message name. ``rename``: ``changes``' list as the run config names the fields
+    (the asynchronous trainer's flat view, ``trainers.passm.config``)."""
+    saved, current = _read(workdir), _current(config)
+    if saved is None:
+        return
+    for key, difference in _differing(saved, current):
+        named = rename([difference])[0] if rename else difference
+        if _resumable(named) and key in current:
+            saved[key] = current[key]
+    _write(saved, workdir)
+
+
+def _current(config) -> dict:
+    return {**flat_fields(json.loads(config.to_json_best_effort())), **_found(config)}
+
+
+def _differing(saved: dict, current: dict) -> list[tuple[str, str]]:
+    """``(key, "key: old -> new")`` for each field ``current`` changes from ``saved``."""
+    unset = "(unset)"
+    # A record from before the data was recorded says nothing about it.
+    keys = set(saved) | {key for key in current if not key.startswith(FOUND) or key in saved}
+    return [
+        (key, f"{key}: {saved.get(key, unset)!r} -> {current.get(key, unset)!r}")
+        for key in sorted(keys)
+        if saved.get(key, unset) != current.get(key, unset)
+    ]
+
+
+def _read(workdir: str) -> dict | None:
+    """The workdir's record, or None for one written before the record existed."""
+    path = os.path.join(workdir, FILENAME)
     if not tf.io.gfile.exists(path):
-        return []  # written before the record existed
+        return None
     with tf.io.gfile.GFile(path) as file:
         text = file.read()
     try:
-        saved = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(
             f"{path} cannot be read ({error}): it records the config this workdir's run started "
             "with, to check a resume against. Restore it, or delete it to resume unchecked, or "
             "use a fresh --workdir."
         ) from None
-    unset = "(unset)"
-    # A record from before the data was recorded says nothing about it.
-    keys = set(saved) | {key for key in current if not key.startswith(FOUND) or key in saved}
-    return [
-        f"{key}: {saved.get(key, unset)!r} -> {current.get(key, unset)!r}"
-        for key in sorted(keys)
-        if saved.get(key, unset) != current.get(key, unset)
-    ]
+
+
+def _write(record: dict, workdir: str) -> None:
+    tf.io.gfile.makedirs(workdir)
+    path = os.path.join(workdir, FILENAME)
+    temporary = path + ".unfinished"  # renamed over the record: never half written
+    with tf.io.gfile.GFile(temporary, "w") as file:
+        file.write(json.dumps(record, indent=1, sort_keys=True))
+    tf.io.gfile.rename(temporary, path, overwrite=True)
 
 
 def explain(differences: list[str], *, evaluating: bool = False) -> str:

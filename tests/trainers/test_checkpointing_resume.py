@@ -63,6 +63,29 @@ def test_a_resume_changing_only_num_steps_notes_the_schedule_without_a_warning(
     err = capsys.readouterr().err
     assert "Warning: this resume" not in err
     assert "Note: this resume changes num_steps: 10 -> 20. The learning rate's schedule" in err
+    # Issue 33: the next resume compares with what this one trained with, not the first run:
+    # it said 10 -> 30 for a run laid over 20 steps, and 10 -> 20 again at an unchanged 20.
+    config.num_steps = 30
+    experiment.run(config, str(tmp_path / "run"))
+    assert "Note: this resume changes num_steps: 20 -> 30." in capsys.readouterr().err
+    config.num_steps = 30  # finished: a restart notes nothing
+    experiment.run(config, str(tmp_path / "run"))
+    assert "this resume changes" not in capsys.readouterr().err
+
+
+def test_a_resume_keeps_the_first_runs_values_of_what_a_resume_may_not_change(
+    load_config, tmp_path, capsys
+):
+    # A fitting resume with another seed trains on, warned; the record keeps the first run's
+    # seed, so every later resume warns again, and takes its num_steps for the next note.
+    config = _ten_steps(load_config, tmp_path, "smoke", capsys)
+    config.num_steps, config.seed = 20, 1
+    experiment.run(config, str(tmp_path / "run"))
+    assert "in seed: 0 -> 1." in capsys.readouterr().err
+    config.num_steps = 30
+    experiment.run(config, str(tmp_path / "run"))
+    err = capsys.readouterr().err
+    assert "in seed: 0 -> 1." in err and "Note: this resume changes num_steps: 20 -> 30." in err
 
 
 def test_a_resume_whose_input_no_longer_fits_fails_in_one_line_without_a_warning(

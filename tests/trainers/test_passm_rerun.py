@@ -59,6 +59,18 @@ def test_a_longer_rerun_continues_the_finished_result(finished, load_config):
     assert longer["examples_seen"] == 32 * BATCH_SIZE
 
 
+def test_each_resume_notes_num_steps_against_the_run_before_it(finished, load_config, capsys):
+    # Issue 33: the note compared with the first run's config.json: 16 -> 32 for a run laid
+    # over 24 steps.
+    workdir, _ = finished
+    config = load_config("passm", "smoke")
+    for num_steps, noted in ((24, "16 -> 24"), (32, "24 -> 32")):
+        config.num_steps = num_steps
+        capsys.readouterr()
+        async_experiment.train_and_evaluate(config, workdir)
+        assert f"Note: this resume changes num_steps: {noted}." in capsys.readouterr().err
+
+
 def test_metrics_count_the_examples_the_updates_trained_on(finished, load_config):
     workdir, first = finished
     config = load_config("passm", "smoke")

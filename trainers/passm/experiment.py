@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -113,6 +114,9 @@ def _train_and_evaluate(config, workdir, strategy) -> dict[str, Any]:
             workdir=workdir,
             target_accuracy=config.get("target_accuracy"),
             resume_warning=workdir_config.resume_warning(changed),
+            resumed_trained=functools.partial(
+                workdir_config.trained_on, config, workdir, passm_config.as_run_config_names
+            ),
             progress_bar=bool(config.get("progress_bar", False)),
         )
     except checkpointing.CheckpointRestoreError as error:  # name the fields that changed

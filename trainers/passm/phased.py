@@ -94,6 +94,7 @@ class PhasedTrainer:
         workdir: str | None = None,
         target_accuracy: float | None = None,
         resume_warning: str | None = None,
+        resumed_trained=None,
         progress_bar: bool = False,
     ) -> dict[str, Any]:
         """Trains through ``phases``; evaluates and checkpoints every ``eval_every`` steps.
@@ -115,6 +116,7 @@ class PhasedTrainer:
             excluded) at the first evaluation reaching it.
           resume_warning: printed on stderr before the first metrics row of a resumed run
             (``workdir_config.resume_warning``).
+          resumed_trained: called then, with no argument (``workdir_config.trained_on``).
           progress_bar: show the steps and the last accuracy on stderr (when it is a terminal).
 
         Returns:
@@ -143,8 +145,8 @@ class PhasedTrainer:
         with contextlib.ExitStack() as stack:
             writer = None
             if workdir:
-                warning = resume_warning if start_step else None
-                writer = self._metrics_writer(stack, workdir, start_step, warning)
+                notes = (resume_warning, resumed_trained) if start_step else (None, None)
+                writer = self._metrics_writer(stack, workdir, start_step, *notes)
             outer = controller.Controller(
                 schedule, trainer=inner, clock=clock, manager=manager, writer=writer
             )
@@ -182,12 +184,12 @@ class PhasedTrainer:
         return manager
 
     def _metrics_writer(
-        self, stack: contextlib.ExitStack, workdir: str, start_step: int, note: str | None
+        self, stack: contextlib.ExitStack, workdir: str, start_step: int, note, at_first_row
     ) -> metrics_writer.NoteBeforeFirstRow:
         # Rows past the restored step (written before a kill) go: none is logged twice.
         rows = metrics_writer.MetricsWriter(workdir, start_step=start_step)
         counted = ExampleCountingWriter(stack.enter_context(rows), self.state)
-        return metrics_writer.NoteBeforeFirstRow(counted, note)
+        return metrics_writer.NoteBeforeFirstRow(counted, note, at_first_row)
 
     def _result(
         self,
