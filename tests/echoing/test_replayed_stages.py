@@ -3,6 +3,7 @@ stage that decides each pass (pruning, the Assistant's filter, priority sampling
 first pass (issue 33: ``loss_prune(...)`` then ``.cache()`` pruned nothing after the first epoch,
 without a word)."""
 
+import re
 import warnings
 
 import keras
@@ -247,3 +248,44 @@ def test_an_endless_sampler_without_steps_per_epoch_is_refused():
     with pytest.raises(ValueError, match=message):
         model.fit(batches, steps_per_epoch=2, class_weight={0: 1.0, 1: 2.0, 2: 1.0}, verbose=0)
     model.fit(batches, steps_per_epoch=2, epochs=1, verbose=0)
+
+
+def test_pruned_batches_that_lost_their_weights_are_said_and_the_regroup_hint_keeps_them():
+    # Issue 33: the regrouping map that a dict source's error suggested left out sample_weight,
+    # and a pruned fit trained the kept easy examples at weight 1 (not 2), without a word.
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(N, 5)).astype("float32"), rng.normal(size=(N, 3)).astype("float32")
+    with pytest.raises(TypeError) as raised:  # the source error's hint, run as written
+        echoing.loss_prune(echoing.LossTable(N), num_epochs=2).read(
+            {"inputs": {"a": a, "b": b}, "label": np.arange(N) % 3}, batch_size=BATCH
+        )
+    hint = re.search(r"\.map\((lambda e: .*)\)\.$", str(raised.value)).group(1)
+    table = echoing.LossTable(N)
+    prune = echoing.loss_prune(table, num_epochs=2, prune_ratio=0.5, seed=0)
+    read = prune.read({"a": a, "b": b, "label": np.arange(N) % 3}, batch_size=BATCH)
+    keras.utils.set_random_seed(0)
+    inputs = {"a": keras.Input((5,), name="a"), "b": keras.Input((3,), name="b")}
+    net = keras.Model(
+        inputs, keras.layers.Dense(3)(keras.layers.Concatenate()(list(inputs.values())))
+    )
+    model = echoing.keras.LossFeedback(
+        net,
+        per_example_loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=None
+        ),
+        observers=[table.update],
+    )
+    model.compile(keras.optimizers.SGD(0.1))
+    weighted = read.map(eval(hint)).map(echoing.keras.fit_inputs)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*without its sample_weight")
+        model.fit(weighted, epochs=1, verbose=0)
+
+    def old_hint(e):  # what the source error suggested before
+        return {"inputs": {"a": e["a"], "b": e["b"]}, "label": e["label"], "id": e["id"]}
+
+    unweighted = read.map(old_hint).map(echoing.keras.fit_inputs)
+    with pytest.warns(UserWarning, match=r"LossFeedback.fit: the batches come from loss_prune"
+                      r"\(prune_ratio=0.5\) but reach fit without its sample_weight, so the "
+                      r"below-mean examples it keeps train at weight 1, not 2"):  # fmt: skip
+        model.fit(unweighted, epochs=1, verbose=0)

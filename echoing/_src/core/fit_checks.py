@@ -55,6 +55,7 @@ def check_fit(model: keras.Model, arguments: dict) -> None:
     _refuse_endless_epoch(owner, x, arguments)
     _refuse_class_weight_with_sample_weights(owner, x, arguments)
     for stage in dataset_graph.per_pass_stages(x, "loss_prune"):
+        _warn_if_pruning_weights_dropped(owner, x, stage)
         if arguments.get("steps_per_epoch") is not None:
             _check_steps_with_pruning(owner, x, stage, arguments)
         else:  # fit's epochs are passes over x, as pruning's are
@@ -134,6 +135,25 @@ def _refuse_class_weight_with_sample_weights(owner: str, dataset, arguments: dic
         "and Keras refuses the two together; fold the class weights into sample_weight "
         "instead: .map(lambda x, y, w: (x, y, w * tf.gather(class_weights, y))) after "
         "fit_inputs, with class_weights a float tensor indexed by label."
+    )
+
+
+def _warn_if_pruning_weights_dropped(owner: str, dataset, stage) -> None:
+    """Pruning keeps a below-mean example with probability ``1 - prune_ratio`` and weights it
+    by the inverse, so that the expected gradient is the full data's; batches that reach fit
+    without the weight (a map that regroups the batch dict and leaves ``sample_weight`` out)
+    train the kept easy examples at weight 1, biased towards the hard ones."""
+    spec = dataset.element_spec
+    if stage.prune_ratio == 0 or (isinstance(spec, tuple) and len(spec) == 3):
+        return
+    warnings.warn(
+        f"{owner}.fit: the batches come from loss_prune(prune_ratio={stage.prune_ratio}) but "
+        "reach fit without its sample_weight, so the below-mean examples it keeps train at "
+        f"weight 1, not {1 / (1 - stage.prune_ratio):g}, and the gradient leans towards the "
+        "hard examples; keep 'sample_weight' in the batch dict (a map that regroups it must "
+        "carry e['sample_weight'] over), which fit_inputs passes to fit as its third item.",
+        UserWarning,
+        stacklevel=4,
     )
 
 

@@ -61,9 +61,10 @@ class ArraySource:
                     raise TypeError(
                         f"source[{key!r}] is a mapping of {sorted(arrays[key])}; a source holds "
                         "one array per key. Give each its own key (e.g. {'a': xa, 'b': xb, "
-                        "'label': y}) and regroup them after gathering, e.g. .map(lambda e: "
-                        "{'inputs': {'a': e['a'], 'b': e['b']}, 'label': e['label'], 'id': "
-                        "e['id']})."
+                        "'label': y}) and regroup them after gathering, keeping the keys the "
+                        "stage adds, e.g. .map(lambda e: {'inputs': {'a': e['a'], 'b': "
+                        "e['b']}, 'label': e['label'], 'id': e['id'], 'sample_weight': "
+                        "e['sample_weight']})."
                     )
                 tensor = tf.convert_to_tensor(arrays[key])
                 if tensor.shape.rank == 0:
