@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import tensorflow as tf
 from absl import logging
@@ -39,6 +40,8 @@ from echoing._src.core.types import DatasetTransformation
 PROCESSING_MODES = ("parallel_epochs", "distributed_epoch")
 # The config value that asks for an in-process service (for trying things out and for tests).
 LOCAL = "local"
+# How long a pipeline waits for a dispatcher started alongside it before saying none answers.
+DISPATCHER_WAIT_SECONDS = 30.0
 
 _local_lock = threading.Lock()
 _local_servers: list = []
@@ -127,12 +130,43 @@ def distribute(
         )
 
     def apply(dataset: tf.data.Dataset) -> tf.data.Dataset:
+        resolved = resolve_address(address)
+        require_dispatcher(resolved)
         return dataset.apply(
             tf.data.experimental.service.distribute(
-                processing_mode=processing_mode,
-                service=resolve_address(address),
-                job_name=job_name,
+                processing_mode=processing_mode, service=resolved, job_name=job_name
             )
         )
 
     return apply
+
+
+def require_dispatcher(address: str, wait_seconds: float | None = None) -> None:
+    """Returns once something listens at the dispatcher's ``address``, waiting up to
+    ``wait_seconds`` (default ``DISPATCHER_WAIT_SECONDS``) for one started alongside; else
+    raises ValueError naming the address.
+    TensorFlow's own registration retries for ever and prints nothing: a run given a mistyped
+    port hung before its first step, and a SIGTERM, waiting for that step, did not stop it."""
+    host, _, port = address.removeprefix("grpc://").rpartition(":")
+    if not port.isdigit() or not host:
+        raise ValueError(
+            f"the tf.data service address must be 'grpc://host:port' or 'host:port', got "
+            f"{address!r}."
+        )
+    wait_seconds = DISPATCHER_WAIT_SECONDS if wait_seconds is None else wait_seconds
+    deadline, waiting = time.monotonic() + wait_seconds, False
+    while True:
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
+            return
+        except OSError as error:
+            if time.monotonic() >= deadline:
+                raise ValueError(
+                    f"no tf.data service dispatcher answers at {address} ({error}) after "
+                    f"{wait_seconds:g} s; start one there (tf.data.experimental.service."
+                    "DispatchServer), or fix data config service_address."
+                ) from None
+            if not waiting:
+                logging.warning("Waiting for the tf.data service dispatcher at %s.", address)
+                waiting = True
+            time.sleep(0.5)

@@ -3,6 +3,7 @@
 import logging
 import re
 import socket
+import time
 from pathlib import Path
 
 import numpy as np
@@ -175,6 +176,22 @@ def test_service_config_errors(overrides, error, message):
 def test_distribute_errors(address, mode, message):
     with pytest.raises(ValueError, match=message):
         service.distribute(address, processing_mode=mode)
+
+
+def test_an_address_where_no_dispatcher_listens_is_named_after_a_bounded_wait(monkeypatch):
+    # Issue 33: TensorFlow's registration retried for ever; the binary hung before its first
+    # step, printing nothing, and a SIGTERM did not stop it.
+    with socket.socket() as probe:  # a port nothing listens on (bound, then released)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(service, "DISPATCHER_WAIT_SECONDS", 1.0)
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=rf"no tf.data service dispatcher answers at "
+                       rf"grpc://127.0.0.1:{port} \(.*\) after 1 s; start one there"):  # fmt: skip
+        tf.data.Dataset.range(3).apply(service.distribute(f"grpc://127.0.0.1:{port}"))
+    assert time.monotonic() - started < 30
+    with pytest.raises(ValueError, match=r"must be 'grpc://host:port' or 'host:port', got 'x'"):
+        tf.data.Dataset.range(3).apply(service.distribute("x"))
 
 
 def test_local_service_is_started_once_and_serves():
