@@ -100,6 +100,18 @@ def _text(value: object) -> str:
     return str(int(value)) if isinstance(value, bool) else str(value)
 
 
+# Config-file arguments whose field has another name: a --config.ARGUMENT flag is refused with
+# the field's name (trainers.flag_errors).
+FIELD_OF_ARGUMENT = {
+    "max_echo": "auto_echo_max_factor",
+    "buffer": "echo_buffer_size",
+    "insert": "echo_insert",
+    "top_ratio": "priority_top_ratio",
+    "renew_ratio": "priority_renew_ratio",
+    "address": "data.service_address",
+    "mode": "data.service_processing_mode",
+}
+
 # The arguments of every workload config for the techniques that work on any workload.
 TECHNIQUE_ARGUMENTS: dict[str, type] = {
     "echo": str,

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 
 from absl import app, flags
 
+from trainers import config_args
+
 # The repository's config files, listed when --config names a file that does not exist.
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
@@ -149,6 +151,12 @@ def _missing_config_key(error: Exception, argv: Sequence[str]) -> str | None:
     hint = ""
     if suggestion:
         hint = f"; did you mean {flag[: -len(key.group(1))]}{suggestion.group(1)}?"
+    field = config_args.FIELD_OF_ARGUMENT.get(key.group(1))
+    if field and flag == f"--config.{key.group(1)}":  # a config file's argument, as a flag
+        hint = (
+            f"; {key.group(1)} is a config-file argument (--config=FILE:{key.group(1)}=...), "
+            f"whose field is --config.{field}"
+        )
     return f"{flag}: the config has no key {key.group(1)!r}{hint}"
 
 

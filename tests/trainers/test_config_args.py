@@ -66,3 +66,18 @@ def test_set_techniques_rejects_bad_echo_arguments(arg, message):
     args = config_args.parse(arg, config_args.TECHNIQUE_ARGUMENTS)
     with pytest.raises(ValueError, match=message):
         config_args.set_techniques(experiment.default_config(), args, insert="after_decode")
+
+
+def test_each_renamed_argument_names_a_field_the_config_file_sets(load_config):
+    # The table behind "--config.max_echo: ... whose field is --config.auto_echo_max_factor".
+    service = load_config("data_service", "address=grpc://localhost:1,mode=distributed_epoch")
+    assert service.data.service_address == "grpc://localhost:1"
+    assert service.data.service_processing_mode == "distributed_epoch"
+    config = load_config("mnist1d", "echo=auto,max_echo=4,buffer=7,insert=after_augment")
+    assert (config.auto_echo_max_factor, config.echo_buffer_size) == (4.0, 7)
+    assert config.echo_insert == "after_augment"
+    config = load_config("mnist1d", "priority=1,top_ratio=0.2,renew_ratio=0.5")
+    assert (config.priority_top_ratio, config.priority_renew_ratio) == (0.2, 0.5)
+    assert set(config_args.FIELD_OF_ARGUMENT) == {
+        "max_echo", "buffer", "insert", "top_ratio", "renew_ratio", "address", "mode"
+    }  # fmt: skip

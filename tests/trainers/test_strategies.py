@@ -285,6 +285,20 @@ def test_a_config_key_that_does_not_exist_is_one_line_with_the_suggestion(
     )
 
 
+def test_a_config_file_argument_given_as_a_flag_names_its_field(
+    mnist1d_config_path, capsys, parse_binary_flags
+):
+    argv = ["train", f"--config={mnist1d_config_path}:smoke", "--workdir=/x", "--config.max_echo=4"]
+    parse_binary_flags(argv, parse=False)
+    with pytest.raises(SystemExit) as raised:
+        train.parse_flags(argv)
+    assert raised.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --config.max_echo: the config has no key 'max_echo'; max_echo is a config-file "
+        "argument (--config=FILE:max_echo=...), whose field is --config.auto_echo_max_factor"
+    )
+
+
 def test_a_config_argument_the_config_file_refuses_is_one_line(
     mnist1d_config_path, capsys, parse_binary_flags
 ):
