@@ -270,33 +270,31 @@ def test_passm_config_under_a_synchronous_strategy_falls_back_with_a_message(
     assert "falls back to synchronous SGD" in caplog.text
 
 
-def test_a_config_key_that_does_not_exist_is_one_line_with_the_suggestion(
-    mnist1d_config_path, capsys, parse_binary_flags
+@pytest.mark.parametrize(
+    ("flag", "shown"),
+    [
+        (
+            "--config.num_step=2",
+            "error: --config.num_step: the config has no key 'num_step'; did you mean "
+            "--config.num_steps?",
+        ),
+        (  # a config file's argument given as a flag: its field is named
+            "--config.max_echo=4",
+            "error: --config.max_echo: the config has no key 'max_echo'; max_echo is a "
+            "config-file argument (--config=FILE:max_echo=...), whose field is "
+            "--config.auto_echo_max_factor",
+        ),
+    ],
+)
+def test_a_config_key_that_does_not_exist_is_one_line_with_the_fix(
+    mnist1d_config_path, capsys, parse_binary_flags, flag, shown
 ):
-    argv = ["train", f"--config={mnist1d_config_path}:smoke", "--workdir=/x", "--config.num_step=2"]
+    argv = ["train", f"--config={mnist1d_config_path}:smoke", "--workdir=/x", flag]
     parse_binary_flags(argv, parse=False)
     with pytest.raises(SystemExit) as raised:
         train.parse_flags(argv)
     assert raised.value.code == 2
-    shown = capsys.readouterr().err.strip()
-    assert shown == (
-        "error: --config.num_step: the config has no key 'num_step'; did you mean "
-        "--config.num_steps?"
-    )
-
-
-def test_a_config_file_argument_given_as_a_flag_names_its_field(
-    mnist1d_config_path, capsys, parse_binary_flags
-):
-    argv = ["train", f"--config={mnist1d_config_path}:smoke", "--workdir=/x", "--config.max_echo=4"]
-    parse_binary_flags(argv, parse=False)
-    with pytest.raises(SystemExit) as raised:
-        train.parse_flags(argv)
-    assert raised.value.code == 2
-    assert capsys.readouterr().err.strip() == (
-        "error: --config.max_echo: the config has no key 'max_echo'; max_echo is a config-file "
-        "argument (--config=FILE:max_echo=...), whose field is --config.auto_echo_max_factor"
-    )
+    assert capsys.readouterr().err.strip() == shown
 
 
 def test_a_config_argument_the_config_file_refuses_is_one_line(
