@@ -72,7 +72,10 @@ class TrainedEpochs(tf.Module):
             return None
         if opened == epochs and open_read < 1.0:
             return None  # the last epoch's size is not known yet (a stream decides it as it reads)
-        return max(0.0, float(self.ends.numpy()[epochs - 1]) - float(self.count.numpy()))
+        end = float(self.ends.numpy()[epochs - 1])
+        if end == 0:
+            return None  # begun, its size not yet written: the pipeline's thread is between writes
+        return max(0.0, end - float(self.count.numpy()))
 
     def remaining_at_least(
         self,
