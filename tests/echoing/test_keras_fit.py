@@ -573,3 +573,37 @@ def test_every_replica_reports_its_rows_under_mirrored_strategy():
 if __name__ == "__main__":
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
     _mirrored_check()
+
+
+class _OwnStep(keras.Model):
+    """A model whose own train_step would keep its weights still."""
+
+    def __init__(self):
+        super().__init__(name="own_step")
+        self.dense = keras.layers.Dense(3)
+
+    def call(self, x, training=None):
+        return self.dense(x)
+
+    def train_step(self, data):
+        return {}
+
+
+@pytest.mark.parametrize("wrapper", ["LossFeedback", "PriorityModel"])
+def test_a_models_own_train_step_that_the_wrapper_skips_is_said(wrapper):
+    # Issue 33: the wrappers train with steps of their own, and a model's train_step (its
+    # clipping, here: no update at all) never ran, without a word.
+    model = _OwnStep()
+    model(tf.zeros([1, 8]))
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    extra = {"observers": []} if wrapper == "LossFeedback" else {"table": echoing.PriorityTable(N)}
+    said = rf"{wrapper}\(model='own_step'\): the model overrides train_step, which {wrapper} "
+    with pytest.warns(UserWarning, match=said + r"never calls: .*SGD\(clipnorm=1.0\)"):
+        getattr(echoing.keras, wrapper)(model, per_example_loss=loss, **extra)
+    with warnings.catch_warnings():  # a model with Keras' own steps: nothing to say
+        warnings.simplefilter("error")
+        echoing.keras.LossFeedback(
+            keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)]),
+            per_example_loss=loss,
+            observers=[],
+        )

@@ -134,6 +134,7 @@ class LossFeedback(_PerExampleLossModel):
                     f"LossFeedback observers must be callables (ids, losses), got {observer!r}; "
                     "pass e.g. table.update for an echoing.LossTable."
                 )
+        warn_if_own_steps_skipped("LossFeedback", model)
         super().__init__(name=f"{model.name}_with_loss_feedback")
         self.model = model
         self.per_example_loss = per_example_loss
@@ -163,6 +164,28 @@ class LossFeedback(_PerExampleLossModel):
             for observe in self.observers:
                 observe(ids, losses)
         return loss
+
+
+def warn_if_own_steps_skipped(owner: str, model: keras.Model) -> None:
+    """Warns when ``model`` overrides a step method that the wrapper, which trains and
+    evaluates it with Keras' default steps, never calls: its gradient clipping, added loss or
+    custom update would not happen, without a word."""
+    skipped = [name for name in _OWN_STEPS if getattr(type(model), name) is not _OWN_STEPS[name]]
+    if skipped:
+        warnings.warn(
+            f"{owner}(model={model.name!r}): the model overrides {', '.join(skipped)}, which "
+            f"{owner} never calls: it trains and evaluates the model with steps of its own, so "
+            "none of that (gradient clipping, an added loss, a custom update) happens. Clip in "
+            "the optimizer (e.g. keras.optimizers.SGD(clipnorm=1.0)) and add losses in layers "
+            f"(self.add_loss, regularizers), which {owner}'s steps do run.",
+            UserWarning,
+            stacklevel=3,  # this check, the wrapper's __init__, then the user's line
+        )
+
+
+_OWN_STEPS = {
+    name: getattr(keras.Model, name) for name in ("train_step", "compute_loss", "test_step")
+}
 
 
 def _observer_list(observers) -> tuple:

@@ -14,6 +14,7 @@ from echoing._src.core.keras_feedback import (
     _PerExampleLossModel,
     _require_ids,
     _require_labels,
+    warn_if_own_steps_skipped,
 )
 from echoing._src.priority.meter import PriorityMeter, _as_tf_variables
 
@@ -86,6 +87,7 @@ class PriorityModel(_PerExampleLossModel):
                 "callable (y_true, y_pred) -> [B], e.g. keras.losses.SparseCategoricalCrossentropy("
                 "from_logits=True, reduction=None)."
             )
+        warn_if_own_steps_skipped(type(self).__name__, model)
         super().__init__(name=f"{model.name}_priority")
         self.model = model
         self.per_example_loss = per_example_loss
