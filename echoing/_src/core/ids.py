@@ -257,7 +257,46 @@ def _reordered_by(dataset: tf.data.Dataset) -> str | None:
             return "shuffle() (reshuffle_each_iteration=True)"
         if name == "RepeatDataset":
             return "repeat()"
+        if name == "FilterDataset" and _draws_at_random(node._predicate.function.graph):
+            return "filter() whose predicate draws at random"
         if getattr(node, "_deterministic", None) == "false":  # parallel map() or batch()
             method = {"ParallelMapDataset": "map", "ParallelBatchDataset": "batch"}.get(name, name)
             return f"{method}(..., deterministic=False)"
     return None
+
+
+# Ops that draw from a random state kept between calls: each pass draws anew.
+_STATEFUL_RANDOM = frozenset(
+    {
+        "Multinomial",
+        "RandomGamma",
+        "RandomPoisson",
+        "RandomPoissonV2",
+        "RandomShuffle",
+        "RandomStandardNormal",
+        "RandomUniform",
+        "RandomUniformInt",
+        "RngReadAndSkip",
+        "RngSkip",
+        "StatefulRandomBinomial",
+        "StatefulStandardNormalV2",
+        "StatefulTruncatedNormal",
+        "StatefulUniform",
+        "StatefulUniformFullInt",
+        "StatefulUniformInt",
+        "TruncatedNormal",
+    }
+)
+
+
+def _draws_at_random(graph) -> bool:
+    """Whether a stage's function graph (or one it calls, e.g. a ``tf.cond`` branch) holds a
+    stateful random op: ``tf.random.uniform``, a ``tf.random.Generator``'s draws. Stateless ops
+    with a fixed seed draw the same each pass and are not counted."""
+    graphs = [
+        graph,
+        *(getattr(f, "graph", None) for f in getattr(graph, "_functions", {}).values()),
+    ]
+    return any(
+        op.type in _STATEFUL_RANDOM for g in graphs if g is not None for op in g.get_operations()
+    )
