@@ -16,8 +16,8 @@ Example::
     x, y = np.zeros([4, 3], np.float32), np.arange(4) % 2
     tfrecord.write("/tmp/a.tfrecord", x, y)  # ids 0..3
     tfrecord.write("/tmp/b.tfrecord", x, y)  # ids 0..3 again: first_id left out
-    ids = [record_ids.read(path) for path in ("/tmp/a.tfrecord", "/tmp/b.tfrecord")]
-    record_ids.usable(np.concatenate(ids), "/tmp/*")  # False, and a warning: 8 records, 4 ids
+    rows = [record_ids.read(path) for path in ("/tmp/a.tfrecord", "/tmp/b.tfrecord")]
+    record_ids.usable(np.concatenate(rows)[:, 0], "/tmp/*")  # False, a warning: 8 records, 4 ids
 """
 
 from __future__ import annotations
@@ -31,16 +31,18 @@ from pipelines.sources.record_layouts import ECHOING_FEATURES
 
 
 def read(path: str) -> np.ndarray:
-    """The id each record of the local file ``path`` stores, in order (int64). Every record is
-    parsed as the echoing layout's first one was, so one written another way (a label stored as
-    a float, a missing feature) is named here, at load, not in a graph error mid-run."""
-    ids = (
-        tf.data.TFRecordDataset(path)
-        .map(lambda record: tf.io.parse_single_example(record, ECHOING_FEATURES)["id"])
-        .batch(65_536)
-    )
+    """``[records, 2]`` int64 rows ``(id, label)``: what each record of the local file ``path``
+    stores, in order. Every record is parsed as the echoing layout's first one was, so one
+    written another way (a label stored as a float, a missing feature) is named here, at load,
+    not in a graph error mid-run."""
+
+    def id_and_label(record):
+        example = tf.io.parse_single_example(record, ECHOING_FEATURES)
+        return tf.stack([example["id"], example["label"]])
+
+    rows = tf.data.TFRecordDataset(path).map(id_and_label).batch(65_536)
     try:
-        return np.concatenate([np.zeros([0], np.int64), *(batch.numpy() for batch in ids)])
+        return np.concatenate([np.zeros([0, 2], np.int64), *(batch.numpy() for batch in rows)])
     except tf.errors.InvalidArgumentError as error:
         raise ValueError(
             f"TFRecord file {path}: a record does not hold the features the split's first "

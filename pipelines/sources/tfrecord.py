@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 
 import numpy as np
 import tensorflow as tf
@@ -109,17 +110,19 @@ def load(
     eval_paths = _glob(eval_files, "eval_files", options)
     first_record, first_path = _first(train_paths, options, train_files)
     layout = record_layouts.layout_of(first_record, first_path)
-    # Local records in the echoing layout: the pass that counts them reads their ids too.
-    stored_ids = (
+    # Local records in the echoing layout: the pass that counts them reads ids and labels too.
+    stored = (
         layout == record_layouts.ECHOING
         and not options.skip_corrupt
         and not train_paths[0].startswith("gs://")  # ids trusted: not read twice over a network
     )
-    train_counts, ids = _count(train_paths, train_files, options, stored_ids=stored_ids)
+    train_counts, rows = _count(train_paths, train_files, options, stored=stored)
     eval_counts, _ = _count(eval_paths, eval_files, options)
     by_position = options.skip_corrupt or (
-        ids is not None and not record_ids.usable(ids, train_files)
+        rows is not None and not record_ids.usable(rows[:, 0], train_files)
     )
+    if rows is not None:
+        _warn_if_classes_untrained(int(rows[:, 1].max()), int(num_classes), train_files)
     parse = record_layouts.parser(layout, ids_by_position=by_position)
     first = {key: value.numpy() for key, value in parse(0, first_record).items()}
     decode_inputs, input_shape = _decoder(first, image_size, train_files)
@@ -167,6 +170,23 @@ def _label_checker(num_classes: int, train_files: str, eval_files: str):
             return tf.identity(label)
 
     return check_label
+
+
+def _warn_if_classes_untrained(top_label: int, num_classes: int, train_files: str) -> None:
+    """Says when the train records' labels stop short of ``num_classes``: the model's head has
+    classes no example trains (num_classes=1000 on labels 0-9 trained a 1000-way model)."""
+    if top_label + 1 < num_classes:
+        logging.warning(
+            "TFRecord files %r hold labels up to %d, so classes %d to %d of num_classes=%d are "
+            "never trained; set data config num_classes=%d, unless the data set has classes "
+            "these records do not hold.",
+            train_files,
+            top_label,
+            top_label + 1,
+            num_classes - 1,
+            num_classes,
+            top_label + 1,
+        )
 
 
 def _with_checked_label(crop_decode, check_label):
@@ -293,22 +313,23 @@ def _first(paths: list[str], options: ReadOptions, pattern: str) -> tuple[bytes,
 
 
 def _count(
-    paths: list[str], pattern: str, options: ReadOptions, *, stored_ids: bool = False
+    paths: list[str], pattern: str, options: ReadOptions, *, stored: bool = False
 ) -> tuple[list[int], np.ndarray | None]:
     """Records per file: a pass in the graph (local), or the gs:// object metadata / headers.
-    With ``stored_ids`` (local files), also the ids the records store, read in the same pass."""
-    ids = None
+    With ``stored`` (local files), also the ``(id, label)`` rows the records store, read in
+    the same pass (``record_ids.read``)."""
+    rows = None
     if paths[0].startswith("gs://"):
         counts = [_gcs_count(path, options) for path in paths]
     elif options.skip_corrupt:
         counts = [_framed_count(path, _local_open, options) for path in paths]
-    elif stored_ids:
+    elif stored:
         per_file = [_local_pass(path, options, record_ids.read) for path in paths]
-        counts, ids = [len(file_ids) for file_ids in per_file], np.concatenate(per_file)
+        counts, rows = [len(file_rows) for file_rows in per_file], np.concatenate(per_file)
     else:
         counts = [_local_pass(path, options, _records_in) for path in paths]
     check_not_empty(sum(counts), f"TFRecord files {pattern!r}")
-    return counts, ids
+    return counts, rows
 
 
 def _records_in(path: str) -> int:

@@ -281,7 +281,8 @@ def test_stored_ids_that_cannot_key_tables_are_said_and_numbered_by_position(
     monkeypatch.setattr(logging, "warning", lambda message, *args: warnings.append(message % args))
     for shard, first_id in enumerate(first_ids):
         path = str(tmp_path / f"train-{shard}.tfrecord")
-        tfrecord.write(path, np.full([4, 3], shard, np.float32), np.zeros(4), first_id=first_id)
+        labels = np.arange(4) % 2  # both classes, so no untrained-class warning
+        tfrecord.write(path, np.full([4, 3], shard, np.float32), labels, first_id=first_id)
     glob = str(tmp_path / "train-*.tfrecord")
     source = tfrecord.load(glob, glob, num_classes=2)
     ids = [int(row["id"]) for row in source.train.dataset.map(source.train.decode)]
@@ -298,6 +299,22 @@ _LISTS = {
     "float": ("float_list", tf.train.FloatList),
     "bytes": ("bytes_list", tf.train.BytesList),
 }
+
+
+def test_classes_the_train_records_never_reach_are_said(tmp_path, monkeypatch):
+    # Issue 33: num_classes=1000 on labels 0-9 trained a 1000-way head without a word.
+    warnings = []
+    monkeypatch.setattr(logging, "warning", lambda message, *args: warnings.append(message % args))
+    path = str(tmp_path / "train.tfrecord")
+    tfrecord.write(path, np.zeros([6, 3], np.float32), np.arange(6) % 3)
+    tfrecord.load(path, path, num_classes=3)
+    assert not warnings
+    tfrecord.load(path, path, num_classes=1000)
+    assert warnings == [
+        f"TFRecord files {path!r} hold labels up to 2, so classes 3 to 999 of num_classes=1000 "
+        "are never trained; set data config num_classes=3, unless the data set has classes "
+        "these records do not hold."
+    ]
 
 
 def _feature(kind: str, value) -> tf.train.Feature:
