@@ -128,6 +128,7 @@ def load(
     decode_inputs, input_shape = _decoder(first, image_size, train_files)
     crop_decode = _crop_decoder(input_shape) if first["encoding"].decode() != "tensor" else None
 
+    _require_eval_stored_as_train(first, eval_paths, options, train_files, eval_files)
     check_label = _label_checker(int(num_classes), train_files, eval_files)
     check_label(first)  # labels all off (the usual mistake) fail here, before any training
 
@@ -170,6 +171,34 @@ def _label_checker(num_classes: int, train_files: str, eval_files: str):
             return tf.identity(label)
 
     return check_label
+
+
+def _require_eval_stored_as_train(train_first: dict, eval_paths, options, train_files, eval_files):
+    """Both splits are decoded as the train split's first record says; eval records stored
+    another way (PNG against tensors) failed at the first evaluation, after training, in a
+    decode error that named no file."""
+    record, path = _first(eval_paths, options, eval_files)
+    layout = record_layouts.layout_of(record, path)
+    eval_first = {key: v.numpy() for key, v in record_layouts.parser(layout)(0, record).items()}
+    train_kind, eval_kind = _stored_as(train_first), _stored_as(eval_first)
+    if train_kind != eval_kind:
+        raise ValueError(
+            f"TFRecord files {eval_files!r} store their inputs as {eval_kind} and the train "
+            f"files {train_files!r} as {train_kind} (first records of {path} and the train "
+            "split); both splits are decoded alike: write them the same way "
+            "(tfrecord.write(..., encoding=...))."
+        )
+
+
+def _stored_as(first: dict) -> str:
+    """How a split's first record stores its inputs: the encoding, and a tensor's shape."""
+    if first["encoding"].decode() != "tensor":
+        return "encoded images"  # PNG, JPEG and the rest all decode alike
+    try:
+        shape = tuple(tf.io.parse_tensor(first["inputs"], tf.float32).shape)
+    except tf.errors.InvalidArgumentError:
+        return "tensors that are not float32"
+    return f"float32 tensors of shape {shape}"
 
 
 def _warn_if_classes_untrained(top_label: int, num_classes: int, train_files: str) -> None:

@@ -301,6 +301,48 @@ _LISTS = {
 }
 
 
+_IMAGES = np.zeros([2, 4, 4, 1], np.uint8)
+
+
+@pytest.mark.parametrize(
+    ("train", "evaluation", "said"),
+    [
+        (
+            (_IMAGES, "png"),
+            (_IMAGES, "tensor"),
+            r"float32 tensors of shape \(4, 4, 1\) and the "
+            r"train files .* as encoded images",
+        ),
+        (
+            (np.zeros([2, 4]), "tensor"),
+            (np.zeros([2, 5]), "tensor"),
+            r"float32 tensors of shape "
+            r"\(5,\) and the train files .* as float32 tensors of shape \(4,\)",
+        ),
+    ],
+)
+def test_eval_records_stored_unlike_the_train_records_are_refused_at_load(
+    tmp_path, train, evaluation, said
+):
+    # Issue 33: PNG train records with tensor eval records trained, saved, and then failed at
+    # the first evaluation in a decode error that named no file.
+    paths = str(tmp_path / "train.tfrecord"), str(tmp_path / "eval.tfrecord")
+    for path, (inputs, encoding) in zip(paths, (train, evaluation), strict=True):
+        tfrecord.write(path, inputs, np.arange(2), encoding=encoding)
+    with pytest.raises(
+        ValueError, match=r"TFRecord files .*eval.tfrecord' store their inputs as " + said
+    ):
+        tfrecord.load(*paths, num_classes=2)
+
+
+def test_png_and_jpeg_splits_decode_alike(tmp_path):
+    # What the check above must not refuse: another image encoding decodes the same way.
+    train, evaluation = str(tmp_path / "train.tfrecord"), str(tmp_path / "eval.tfrecord")
+    tfrecord.write(train, _IMAGES, np.arange(2), encoding="png")
+    tfrecord.write(evaluation, _IMAGES, np.arange(2), encoding="jpeg")
+    assert tfrecord.load(train, evaluation, num_classes=2).eval.num_examples == 2
+
+
 def test_classes_the_train_records_never_reach_are_said(tmp_path, monkeypatch):
     # Issue 33: num_classes=1000 on labels 0-9 trained a 1000-way head without a word.
     warnings = []
