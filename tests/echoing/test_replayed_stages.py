@@ -248,6 +248,11 @@ def test_an_endless_sampler_without_steps_per_epoch_is_refused():
     with pytest.raises(ValueError, match=message):
         model.fit(batches, steps_per_epoch=2, class_weight={0: 1.0, 1: 2.0, 2: 1.0}, verbose=0)
     model.fit(batches, steps_per_epoch=2, epochs=1, verbose=0)
+    # evaluate over the sampler hung for ever too (twenty-sixth probe).
+    with pytest.raises(ValueError, match=r"PriorityModel.evaluate: the dataset is infinite .*"
+                       r"evaluate on a split that does not pass through the sampler"):  # fmt: skip
+        model.evaluate(batches, verbose=0)
+    assert len(model.evaluate(batches, steps=2, verbose=0, return_dict=True)) >= 1
 
 
 def test_pruned_batches_that_lost_their_weights_are_said_and_the_regroup_hint_keeps_them():

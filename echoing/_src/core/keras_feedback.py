@@ -39,6 +39,7 @@ that one.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 
@@ -46,6 +47,8 @@ import keras
 import tensorflow as tf
 
 from echoing._src.core import fit_checks
+
+_EVALUATE = inspect.signature(keras.Model.evaluate)
 
 # (ids [B], per-example losses [B]) -> None, run inside the train step.
 Observer = Callable[[tf.Tensor, tf.Tensor], object]
@@ -67,6 +70,20 @@ class _PerExampleLossModel(keras.Model):
         wrapper (which ``save`` refuses) an epoch in."""
         fit_checks.check_fit(self, fit_checks.fit_arguments(self, x, args, kwargs))
         return super().fit(x, *args, **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        """``keras.Model.evaluate``, refusing an infinite dataset with no ``steps``, which would
+        never end, printing nothing under ``verbose=0`` (``priority_sample``'s batches)."""
+        steps = _EVALUATE.bind(self, x, y, *args, **kwargs).arguments.get("steps")
+        endless = isinstance(x, tf.data.Dataset) and x.cardinality() == tf.data.INFINITE_CARDINALITY
+        if endless and steps is None:
+            raise ValueError(
+                f"{type(self).__name__}.evaluate: the dataset is infinite (priority_sample's "
+                "batches, or a repeat()) and no steps is given, so evaluation would never end; "
+                "evaluate on a split that does not pass through the sampler (batched and "
+                "mapped with fit_inputs), or pass steps."
+            )
+        return super().evaluate(x, y, *args, **kwargs)
 
     def save(self, filepath, *args, **kwargs):
         """Refused: the wrapper only trains; save the model it wraps (``model.model.save``)."""
