@@ -15,6 +15,7 @@ and retries each HTTP request up to ``request_attempts`` times; local paths go t
 from __future__ import annotations
 
 import errno
+import glob as stdlib_glob
 import os
 
 import tensorflow as tf
@@ -41,13 +42,42 @@ def glob(pattern: str, key: str, *, request_attempts: int = gcs.DEFAULT_REQUEST_
                 "gcs_request_attempts sets the attempts: fewer fail sooner)."
             ) from error
     else:
-        paths = sorted(tf.io.gfile.glob(os.path.expanduser(pattern)))
+        try:
+            paths = sorted(tf.io.gfile.glob(os.path.expanduser(pattern)))
+        except UnicodeDecodeError:  # TensorFlow's paths are UTF-8 strings
+            message = not_utf8(_bytes_glob(pattern), f"data config {key}={pattern!r}")
+            raise ValueError(message) from None
     if not paths:
         raise ValueError(
             f"data config {key}={pattern!r} matches no file; check the path and glob (e.g. "
             f"'/data/train-*' or 'gs://bucket/train-*')."
         )
     return paths
+
+
+def not_utf8(paths: list, what: str) -> str:
+    """The message for ``paths`` (str or bytes) whose names are not UTF-8, which TensorFlow's
+    string tensors cannot hold: named, with the fix."""
+    shown = ", ".join(os.fsencode(path).decode("utf-8", "backslashreplace") for path in paths[:3])
+    return (
+        f"{what}: names not in UTF-8 ({len(paths)} in all, e.g. {shown}: accented names from "
+        "a Latin-1 system), which TensorFlow cannot take as paths; rename them in UTF-8 (e.g. "
+        "convmv -f latin1 -t utf8 --notest -r DIR), or move them out."
+    )
+
+
+def _bytes_glob(pattern: str) -> list[bytes]:
+    """The local paths ``pattern`` matches whose names do not decode as UTF-8."""
+    matches = stdlib_glob.glob(os.fsencode(os.path.expanduser(pattern)))
+    return [path for path in matches if not _decodes(path)]
+
+
+def _decodes(path: bytes) -> bool:
+    try:
+        path.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def read_bytes(path: str, *, request_attempts: int = gcs.DEFAULT_REQUEST_ATTEMPTS) -> bytes:

@@ -42,6 +42,7 @@ import tensorflow as tf
 from absl import logging
 
 from pipelines.sources import images
+from pipelines.sources.files import not_utf8
 from pipelines.sources.record_reader import ReadStats
 from pipelines.sources.source import Source, SourceSplit
 
@@ -200,12 +201,29 @@ def _hidden(relative: str) -> bool:
     return any(part.startswith(".") and part != "." for part in relative.split(os.sep))
 
 
+def _require_utf8(paths: list[str], directory: str) -> None:
+    """Names a listing's paths that are not UTF-8 (Python keeps their bytes as surrogates),
+    which TensorFlow's string tensors refuse with a codec error naming no file."""
+    undecodable = [path for path in paths if not _is_utf8(path)]
+    if undecodable:
+        raise ValueError(not_utf8(undecodable, f"image folder {directory!r}"))
+
+
+def _is_utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _classes(directory: str) -> list[str]:
     # Hidden folders (.ipynb_checkpoints, .git) are no classes, as for Keras'
     # image_dataset_from_directory: one would shift every label after it.
     classes = sorted(
         entry.name for entry in os.scandir(directory) if entry.is_dir() and not _hidden(entry.name)
     )
+    _require_utf8([os.path.join(directory, name) for name in classes], directory)
     if not classes:
         raise ValueError(
             f"image folder {directory!r} has no class folders; expected "
@@ -240,6 +258,7 @@ def _files(directory, classes, check_against=None) -> list[tuple[str, int]]:
                     others.append(path)
         if not found:
             logging.warning("image folder class %r has no image in %s", name, class_dir)
+    _require_utf8([path for path, _ in files], directory)
     if others:
         logging.warning(
             "image folder %s: left out %d files that are not images by extension (%s), e.g. %s",

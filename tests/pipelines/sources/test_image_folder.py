@@ -3,6 +3,7 @@
 import io
 import itertools
 import os
+import re
 import zlib
 
 import numpy as np
@@ -188,6 +189,23 @@ def test_bad_folders_are_clear_errors(tmp_path, files, message):
     root = _folder(tmp_path, files)
     with pytest.raises(ValueError, match=message):
         image_folder.load(root, image_size=SIZE)
+
+
+@pytest.mark.parametrize(
+    ("name", "named"),
+    [(b"b\xe9te/x.jpg", "b\\xe9te"), (b"cat/caf\xe9.jpg", "cat/caf\\xe9.jpg")],
+    ids=["class", "file"],
+)
+def test_names_that_are_not_utf8_are_named_with_the_fix(tmp_path, name, named):
+    # Issue 33: a Latin-1 file or class name failed with "'utf-8' codec can't encode character
+    # '\udce9' ... surrogates not allowed", naming no file.
+    for path in (b"cat/a.jpg", name):
+        os.makedirs(os.path.dirname(os.path.join(os.fsencode(tmp_path), path)), exist_ok=True)
+        with open(os.path.join(os.fsencode(tmp_path), path), "wb") as file:
+            file.write(_jpeg())
+    shown = re.escape(os.path.join(str(tmp_path), named))
+    with pytest.raises(ValueError, match=rf"names not in UTF-8 \(1 in all, e.g. {shown}: .*rename"):
+        image_folder.load(str(tmp_path), image_size=SIZE)
 
 
 def test_a_missing_folder_and_an_empty_eval_split_are_clear_errors(tmp_path):

@@ -151,6 +151,17 @@ def test_bad_text_files_are_clear_errors(tmp_path, data_dir, train, message):
         text.load(path, f"{root}/test.txt", data_dir=data_dir, vocab_size=40)
 
 
+def test_a_file_name_that_is_not_utf8_is_named(tmp_path, data_dir):
+    # Issue 33: "train_caf\xe9.txt" in the glob failed with "'utf-8' codec can't decode byte
+    # 0xe9", naming no file.
+    root = _files(tmp_path, **{"test.txt": b"tea is a drink\n"})
+    with open(os.path.join(os.fsencode(root), b"train_caf\xe9.txt"), "wb") as file:
+        file.write(b"tea is a drink\n")
+    with pytest.raises(ValueError, match=r"data config train_files=.*: names not in UTF-8 \(1 in "
+                       r"all, e.g. .*train_caf\\xe9.txt: .*rename them in UTF-8"):  # fmt: skip
+        text.load(f"{root}/train_*.txt", f"{root}/test.txt", data_dir=data_dir, vocab_size=40)
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
