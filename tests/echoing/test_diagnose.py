@@ -147,6 +147,20 @@ def test_an_unbatched_dataset_is_refused_with_the_fix_for_a_keras_model():
     assert report["ratio"] > 0
 
 
+def test_unbatched_inputs_of_a_model_of_several_inputs_are_refused_with_the_fix():
+    # Issue 33: a dict of inputs fell through to Keras' "Invalid input shape" in the model.
+    inputs = {"a": keras.Input((4,), name="a"), "b": keras.Input((3,), name="b")}
+    joined = keras.layers.Concatenate()([inputs["a"], inputs["b"]])
+    model = keras.Model(inputs, keras.layers.Dense(2)(joined))
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    features = {"a": tf.zeros([4]), "b": tf.zeros([3])}
+    examples = tf.data.Dataset.from_tensors((features, tf.constant(0))).repeat()
+    said = r"\(features of shape \(4,\), \(3,\)\), but the model takes batches of shape "
+    with pytest.raises(ValueError, match=said + r"\(None, 4\), \(None, 3\)"):
+        echoing.diagnose(examples, model, num_steps=3)
+    assert echoing.diagnose(examples.batch(8), model, num_steps=3, warmup=1)["ratio"] > 0
+
+
 def test_format_diagnosis_of_something_else_names_what_it_lacks():
     with pytest.raises(ValueError, match=r"lacks \['upstream_seconds', .*echoing\.diagnose\("):
         echoing.format_diagnosis({})

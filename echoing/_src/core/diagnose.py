@@ -222,26 +222,46 @@ def _check_counts(num_steps, warmup, max_seconds) -> None:
 def _require_batched(dataset: tf.data.Dataset, model) -> None:
     """Refuses one example per element for a Keras model that takes batches: the first step
     would fail in the model's call (e.g. "Exception encountered when calling Sequential.call()")
-    with no word of batching."""
+    with no word of batching. A model of several inputs (a dict of them) is matched by name."""
     if not isinstance(model, keras.Model):
         return
     spec = dataset.element_spec
     features = spec[0] if isinstance(spec, tuple) and spec else spec
-    try:
-        expected = model.input_shape
-    except (AttributeError, ValueError):  # not built, or several inputs
+    pairs = _features_and_inputs(features, model)
+    if not pairs:
         return
-    if not isinstance(features, tf.TensorSpec) or not isinstance(expected, tuple):
-        return
-    if not all(d is None or isinstance(d, int) for d in expected):
-        return  # several inputs: a tuple of shapes
-    shape = features.shape
-    if shape.rank == len(expected) - 1 and shape.is_compatible_with(expected[1:]):
+    if all(
+        feature.shape.rank == len(expected) - 1 and feature.shape.is_compatible_with(expected[1:])
+        for feature, expected in pairs
+    ):
+        shapes = ", ".join(str(tuple(feature.shape)) for feature, _ in pairs)
+        batched = ", ".join(str(expected) for _, expected in pairs)
         raise ValueError(
             f"diagnose: the dataset's elements look like single examples (features of shape "
-            f"{tuple(shape)}), but the model takes batches of shape {expected}; pass the "
-            "batched pipeline that feeds training, e.g. dataset.batch(32)."
+            f"{shapes}), but the model takes batches of shape {batched}; pass the batched "
+            "pipeline that feeds training, e.g. dataset.batch(32)."
         )
+
+
+def _features_and_inputs(features, model) -> list[tuple[tf.TensorSpec, tuple]]:
+    """``(feature spec, the model input's shape)`` pairs: one tensor for a one-input model,
+    a dict's entries by the inputs' names; empty when they cannot be matched (not built)."""
+    try:
+        inputs = list(model.inputs or ())
+    except (AttributeError, ValueError):  # a subclassed model: no symbolic inputs
+        inputs = []
+    if not inputs:
+        return []
+    if isinstance(features, tf.TensorSpec) and len(inputs) == 1:
+        return [(features, tuple(inputs[0].shape))]
+    if not isinstance(features, dict):
+        return []
+    named = {getattr(tensor, "name", "").split(":")[0]: tensor for tensor in inputs}
+    if set(named) != set(features) or not all(
+        isinstance(value, tf.TensorSpec) for value in features.values()
+    ):
+        return []
+    return [(features[name], tuple(named[name].shape)) for name in sorted(named)]
 
 
 def _require_labels(dataset: tf.data.Dataset, model) -> None:

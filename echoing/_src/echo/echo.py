@@ -105,7 +105,8 @@ def echo(
         dense elements).
       meters: an ``echoing.meters.EchoMeters`` whose ``fresh`` counter counts the stage's input
         examples and ``emitted`` its output examples (for elements out of ``batch()``, batch
-        echoing, the rows of each batch; else one per element), inside the stage: once per
+        echoing, the rows of each batch, its leading dimension: the outer one for batches of
+        batches; else one per element), inside the stage: once per
         internal group of up to 256 elements on the vectorised path, and in the function the
         per-element path runs anyway.
         Counting stages of their own (``ElementCounter.count()``) map once per element, which
