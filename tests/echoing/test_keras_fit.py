@@ -223,8 +223,9 @@ def test_a_per_token_loss_is_named_when_fit_traces():
         model.fit(x, np.zeros((N, 5), np.int64), batch_size=BATCH, verbose=0)
     assert str(raised.value).startswith(
         f"LossFeedback: per_example_loss returned shape ({BATCH}, 5), one loss per example and "
-        "step (a sequence model's per-token losses); it must return one loss per example, shape "
-        "[B]. Average over the other axes"
+        "step (a sequence model's per-token losses), or per pair of examples (labels [B] "
+        "against predictions [B, 1] broadcast to [B, B]); it must return one loss per example, "
+        "shape [B]. Reshape the labels to the predictions' shape, or average over the other axes"
     )
     assert not table.seen.numpy().any()
 

@@ -242,10 +242,12 @@ def _checked_losses(owner: str, losses, y_pred):
     if shape is not None and tf.TensorShape(shape).rank is not None and len(shape) > 1:
         raise ValueError(
             f"{owner}: per_example_loss returned shape {tuple(shape)}, one loss per example and "
-            "step (a sequence model's per-token losses); it must return one loss per example, "
-            "shape [B]. Average over the other axes in a per_example_loss of your own, e.g. "
-            "lambda y, p: tf.reduce_mean(token_loss(y, p), axis=-1) with token_loss built "
-            "with reduction=None."
+            "step (a sequence model's per-token losses), or per pair of examples (labels [B] "
+            "against predictions [B, 1] broadcast to [B, B]); it must return one loss per "
+            "example, shape [B]. Reshape the labels to the predictions' shape, or average over "
+            "the other axes in a per_example_loss of your own, e.g. lambda y, p: "
+            "tf.reduce_mean(token_loss(y, p), axis=-1) with token_loss built with "
+            "reduction=None."
         )
     return losses
 
