@@ -228,7 +228,9 @@ def test_a_streamed_pruned_run_stops_at_its_epochs_not_a_loop_past_them(
     summary = experiment.run(config, workdir)
     last = metrics_writer.read_metrics(workdir)[-1]
     assert 16.0 <= last["prune_epochs_trained"] <= 16.0 + 128 / 1_000  # within one batch
-    assert summary["step"] < 125
+    # At 125 steps only if every epoch kept every example: how many the read-ahead decided
+    # before the table was fed is thread timing (CI under load has reached 125).
+    assert summary["step"] <= 125
 
 
 def test_a_finished_pruned_run_resumed_with_more_epochs_trains_them(
