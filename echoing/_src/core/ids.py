@@ -262,6 +262,32 @@ def _reordered_by(dataset: tf.data.Dataset) -> str | None:
         if getattr(node, "_deterministic", None) == "false":  # parallel map() or batch()
             method = {"ParallelMapDataset": "map", "ParallelBatchDataset": "batch"}.get(name, name)
             return f"{method}(..., deterministic=False)"
+    return _unordered_in_graph(dataset)
+
+
+# tf.data ops whose deterministic=False the Python objects do not keep, by the method's name.
+_UNORDERED_OPS = {
+    "ParallelInterleaveDatasetV4": "interleave",
+    "ParallelMapDatasetV2": "map",
+    "ParallelBatchDataset": "batch",
+}
+
+
+def _unordered_in_graph(dataset: tf.data.Dataset) -> str | None:
+    """A stage with ``deterministic=False`` in ``dataset``'s serialized graph, also inside the
+    functions its stages run (an ``interleave``'s, whose Python object keeps no such flag: the
+    usual fast read of TFRecord shards); None when there is none, or the graph cannot be read."""
+    try:
+        serialized = dataset._as_serialized_graph(
+            external_state_policy=tf.data.experimental.ExternalStatePolicy.IGNORE
+        )
+        graph = tf.compat.v1.GraphDef.FromString(serialized.numpy())
+    except Exception:  # best effort: an unreadable graph is not a reason to refuse
+        return None
+    nodes = [*graph.node, *(node for f in graph.library.function for node in f.node_def)]
+    for node in nodes:
+        if "deterministic" in node.attr and node.attr["deterministic"].s == b"false":
+            return f"{_UNORDERED_OPS.get(node.op, node.op)}(..., deterministic=False)"
     return None
 
 
