@@ -148,11 +148,19 @@ def set_echo(config, args: dict[str, object]) -> None:
         # config.auto_echo_max_factor == 4.0; config.echo stays 1
 
     Raises:
-      ValueError: ``echo`` is neither a number nor "auto", or ``max_echo`` comes without auto.
+      ValueError: ``echo`` is neither a number nor "auto", or ``max_echo`` comes without auto
+        or is below 1.
     """
     echo = str(args.get("echo", "1"))
     if echo == "auto":
-        config.auto_echo_max_factor = args.get("max_echo", 8.0)
+        max_echo = args.get("max_echo", 8.0)
+        if not max_echo >= 1:  # the field's 0 means AutoEcho off: echo=auto would not echo
+            raise ValueError(
+                f"config argument max_echo={max_echo!r} must be >= 1 with echo=auto (the "
+                "largest factor AutoEcho may set, e.g. max_echo=8); leave echo=auto out for "
+                "no echo."
+            )
+        config.auto_echo_max_factor = max_echo
         return
     if "max_echo" in args:
         raise ValueError(f"config argument max_echo needs echo=auto, got echo={echo!r}.")

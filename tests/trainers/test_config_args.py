@@ -60,7 +60,13 @@ def test_set_techniques_reads_the_shared_arguments(arg, echo, auto_max, insert, 
 
 @pytest.mark.parametrize(
     "arg, message",
-    [("echo=fast", "must be a float or 'auto'"), ("echo=2,max_echo=4", "max_echo needs echo=auto")],
+    [
+        ("echo=fast", "must be a float or 'auto'"),
+        ("echo=2,max_echo=4", "max_echo needs echo=auto"),
+        # Issue 33: 0, the field's "off", trained with no echo at all, unsaid.
+        ("echo=auto,max_echo=0", r"max_echo=0.0 must be >= 1 with echo=auto"),
+        ("echo=auto,max_echo=nan", r"max_echo=nan must be >= 1 with echo=auto"),
+    ],
 )
 def test_set_techniques_rejects_bad_echo_arguments(arg, message):
     args = config_args.parse(arg, config_args.TECHNIQUE_ARGUMENTS)
