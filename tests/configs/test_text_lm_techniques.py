@@ -28,3 +28,24 @@ def test_auto_echo_runs_with_pruning_or_the_assistant_on_text(
         assert 0.3 <= rows[-1]["assist_keep_rate"] < 1.0
         assert rows[-1]["assist_trained_batches"] == rows[-1]["assist_pushed_batches"] > 0
     assert summary["eval_perplexity"] > 1
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("priority", True, r"config priority=True with data.source='text': a language model's"),
+        ("select_ratio", 0.5, r"config select_ratio=0.5 with data.source='text': in-batch"),
+    ],
+)
+def test_techniques_text_cannot_run_are_refused_at_the_config_check(
+    load_config, field, value, message
+):
+    # Issue 33: --config.priority=True failed at the first step with "Dimensions must be equal,
+    # but are 31 and 32" in an autograph trace; select_ratio with "needs a static batch size",
+    # naming drop_remainder, which the binary has no flag for.
+    from echoing import techniques
+
+    config = load_config("text_lm", "smoke")
+    config[field] = value
+    with pytest.raises(ValueError, match=message + r".*use echo, prune or assist"):
+        techniques.check_config(config)

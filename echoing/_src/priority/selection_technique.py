@@ -115,6 +115,13 @@ def check_config(config) -> None:
                 "below 1 (e.g. 0.5) or leave select_mode at 'top'."
             )
         return
+    if config.data.source == "text":
+        raise ValueError(
+            f"config select_ratio={config.select_ratio} with data.source='text': in-batch "
+            "selection ranks one loss per example in batches of a static size, and the text "
+            "source batches windows by length, with per-token losses; on text, use echo, "
+            "prune or assist (configs/text_lm.py's arguments)."
+        )
     rows = round(config.select_ratio * config.data.batch_size)
     if rows < 1:
         raise ValueError(

@@ -198,6 +198,13 @@ def check_config(config) -> None:
             "Use strategy='default', 'mirrored' or 'multi_worker' for priority sampling."
         )
     config_checks.refuse_fresh_evaluation(config, "priority sampling selects batches")
+    if config.data.source == "text":
+        raise ValueError(
+            "config priority=True with data.source='text': a language model's losses are per "
+            "token, of windows batched by length, and priority sampling measures one gradient "
+            "per example and draws fixed-size batches by id; on text, use echo, prune or "
+            "assist (configs/text_lm.py's arguments)."
+        )
     if config.data.service_address:
         raise ValueError(
             f"config priority=True with data.service_address={config.data.service_address!r}: "
