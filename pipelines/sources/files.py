@@ -69,12 +69,13 @@ def not_utf8(paths: list, what: str) -> str:
 def _bytes_glob(pattern: str) -> list[bytes]:
     """The local paths ``pattern`` matches whose names do not decode as UTF-8."""
     matches = stdlib_glob.glob(os.fsencode(os.path.expanduser(pattern)))
-    return [path for path in matches if not _decodes(path)]
+    return [path for path in matches if not is_utf8(path)]
 
 
-def _decodes(path: bytes) -> bool:
+def is_utf8(path: str | bytes) -> bool:
+    """Whether a path's name is UTF-8 (a str from ``os`` keeps other bytes as surrogates)."""
     try:
-        path.decode("utf-8")
+        os.fsencode(path).decode("utf-8")
     except UnicodeDecodeError:
         return False
     return True

@@ -42,7 +42,7 @@ import tensorflow as tf
 from absl import logging
 
 from pipelines.sources import images
-from pipelines.sources.files import not_utf8
+from pipelines.sources.files import is_utf8, not_utf8
 from pipelines.sources.record_reader import ReadStats
 from pipelines.sources.source import Source, SourceSplit
 
@@ -204,17 +204,9 @@ def _hidden(relative: str) -> bool:
 def _require_utf8(paths: list[str], directory: str) -> None:
     """Names a listing's paths that are not UTF-8 (Python keeps their bytes as surrogates),
     which TensorFlow's string tensors refuse with a codec error naming no file."""
-    undecodable = [path for path in paths if not _is_utf8(path)]
+    undecodable = [path for path in paths if not is_utf8(path)]
     if undecodable:
         raise ValueError(not_utf8(undecodable, f"image folder {directory!r}"))
-
-
-def _is_utf8(path: str) -> bool:
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _classes(directory: str) -> list[str]:
