@@ -49,8 +49,8 @@ def test_auto_echo_factor_is_logged_each_loop_within_bounds(
 @pytest.mark.parametrize(
     ("argument", "message"),
     [
-        ("echo=auto,max_echo=0.5,smoke", r"auto_echo_max_factor must be 0 .off. or a number in "
-         r"\[1, 1000\], got 0.5; e.g. 8 \(the config argument max_echo=8\)"),
+        ("echo=auto,max_echo=0.5,smoke", r"config argument max_echo=0.5 must be >= 1 with "
+         r"echo=auto \(the largest factor AutoEcho may set, e.g. max_echo=8\)"),
         # Issue 33: above the stage's bound the message named echoing.AutoEcho's argument.
         ("echo=auto,max_echo=5000,smoke", r"auto_echo_max_factor must be 0 .off. or a number in "
          r"\[1, 1000\], got 5000"),
