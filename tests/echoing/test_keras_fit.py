@@ -608,3 +608,22 @@ def test_a_models_own_train_step_that_the_wrapper_skips_is_said(wrapper):
             per_example_loss=loss,
             observers=[],
         )
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static_batch", "unknown_batch"])
+def test_a_per_example_loss_of_another_length_than_the_batch_is_named(static):
+    # Issue 33: losses[:10] of a batch of 32 trained on 10 rows with an observer of one's own,
+    # or failed in LossTable.update's assert, which names no per_example_loss.
+    base = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
+    model = echoing.keras.LossFeedback(
+        net, per_example_loss=lambda y, p: base(y, p)[:10], observers=[lambda ids, losses: None]
+    )
+    model.compile("sgd")
+    x = {"inputs": np.zeros((N, 8), np.float32), "id": np.arange(N)}
+    batches = tf.data.Dataset.from_tensor_slices((x, np.zeros(N, np.int64)))
+    batches = batches.batch(BATCH, drop_remainder=static)
+    said = rf"LossFeedback: per_example_loss returned {10 if static else 'x'} losses for a batch"
+    error = ValueError if static else tf.errors.InvalidArgumentError
+    with pytest.raises(error, match=said):
+        model.fit(batches, verbose=0)

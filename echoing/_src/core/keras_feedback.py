@@ -249,7 +249,27 @@ def _checked_losses(owner: str, losses, y_pred):
             "tf.reduce_mean(token_loss(y, p), axis=-1) with token_loss built with "
             "reduction=None."
         )
-    return losses
+    return _one_per_row(owner, losses, tf.nest.flatten(y_pred)[0])
+
+
+def _one_per_row(owner: str, losses, predictions):
+    """``losses``, checked to hold one loss per row of the batch: a loss of another length
+    (a slice, a mean over the wrong axis) would train on part of the batch, or fail in an
+    observer's assert that names no per_example_loss."""
+    message = (
+        f"{owner}: per_example_loss returned {{}} losses for a batch of {{}} rows; it must "
+        "return one loss per example, shape [B], in the batch's order"
+    )
+    have, want = losses.shape[0], predictions.shape[0]
+    if have is not None and want is not None:  # known when fit traces: said at once
+        if have != want:
+            raise ValueError(message.format(have, want) + ".")
+        return losses
+    check = tf.debugging.assert_equal(  # x and y, the two counts, follow in its message
+        tf.shape(losses)[0], tf.shape(predictions)[0], message=message.format("x", "y") + ":"
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(losses)
 
 
 def _require_ids(owner: keras.Model, x) -> None:
