@@ -114,6 +114,8 @@ def test_the_technique_feeds_its_table_and_reports_progress():
         ({"prune_anneal": 2.0}, r"prune_anneal must be a number in \[0, 1\], got 2.0"),
         ({"prune_epochs": -1}, r"prune_epochs must be >= 0"),
         ({"strategy": "tpu"}, r"prune=True with strategy='tpu'"),
+        # Issue 33: both workers hung after step 110 of 150, silent, until killed.
+        ({"strategy": "multi_worker"}, r"prune=True with strategy='multi_worker': each worker"),
         ({"priority": True}, r"priority=True cannot be combined with prune=True"),
         # Issue 33: pruning's epochs, counted in trained examples, stretched over 6 passes for 4
         # under the Assistant's filter, the last 2 unpruned, in silence.

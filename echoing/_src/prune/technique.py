@@ -187,7 +187,17 @@ def check_config(config) -> None:
         raise ValueError(
             "config prune=True with strategy='tpu': the learning rate follows the epochs the "
             "pruning stage has read, a host variable a TPU step cannot read. Use "
-            "strategy='default', 'mirrored' or 'multi_worker'."
+            "strategy='default' or 'mirrored'."
+        )
+    if config.strategy == "multi_worker":
+        # Measured (issue 33): both workers of configs/mnist1d.py:smoke,prune=1 logged step
+        # 110 of 150 and then waited, alive and silent, until killed; each prunes its own
+        # shard and ends its epochs by its own count, so they need not stop at one step.
+        raise ValueError(
+            "config prune=True with strategy='multi_worker': each worker prunes its own shard "
+            "and ends the run when its own epochs are trained, so the workers can stop at "
+            "different steps and the others then wait in a collective for ever (seen: both "
+            "hung after step 110 of 150). Use strategy='default' or 'mirrored' (one host)."
         )
     config_checks.refuse_fresh_evaluation(config, "pruning drops examples")
 
