@@ -66,6 +66,18 @@ def test_fit_feeds_the_learner_and_logs_stats(every_n_batches):
         ({"per_example_loss": 3}, TypeError, r"per_example_loss=3"),
         ({"stage": "s"}, TypeError, r"stage='s'"),
         ({"every_n_batches": 0}, ValueError, r"every_n_batches=0"),
+        (
+            {"probe_data": _source().map(lambda e: (e["inputs"], e["label"])).batch(4)},
+            TypeError,
+            r"its elements are tuples, .*lambda x, y: \{'inputs': x, 'label': y\}",
+        ),
+        ({"probe_data": _source()}, ValueError, r"'label' of shape \[\]: .*dataset.batch\(B\)"),
+        (
+            {"probe_data": _source().map(lambda e: {**e, "label": e["label"][None]}).batch(4)},
+            ValueError,
+            r"'label' of shape \[None, 1\]; .*squeeze to \[B\]",
+        ),
+        ({"inputs_key": "x"}, ValueError, r"batches hold \['inputs', 'label'\], not 'x'"),
     ],
 )
 def test_bad_arguments_raise_at_construction(kwargs, error, match):

@@ -280,6 +280,32 @@ def test_ids_outside_the_examples_are_refused_at_once(asynchronous, ids, error, 
     learner.close()
 
 
+def test_labels_of_shape_b_by_1_are_refused_with_the_squeeze_in_feedback():
+    learner = AssistantLearner(Assistant(3, input_shape=(4,)), asynchronous=False)
+    batch = {"inputs": tf.zeros([8, 4]), "label": tf.zeros([8, 1], tf.int64)}
+    with pytest.raises(ValueError, match=r"shape \[8, 1\]; expected one integer class label"):
+        learner.feedback(batch, tf.ones([8]))
+    learner.close()
+
+
+@pytest.mark.parametrize(
+    ("examples", "match"),
+    [
+        (
+            {"inputs": np.zeros([10, 4], np.float32), "label": np.zeros([7], np.int64)},
+            r"their rows differ: 'inputs': 10, 'label': 7",
+        ),
+        (
+            {"inputs": np.zeros([10, 4], np.float32), "label": np.zeros([10, 1], np.int64)},
+            r"examples\['label'\] of shape \[10, 1\]; .*squeeze to \[N\]",
+        ),
+    ],
+)
+def test_examples_whose_arrays_do_not_line_up_by_id_are_refused_at_construction(examples, match):
+    with pytest.raises(ValueError, match=match):
+        AssistantLearner(Assistant(3, input_shape=(4,)), examples=examples)
+
+
 def test_examples_without_labels_are_rejected():
     with pytest.raises(TypeError, match="examples=dict"):
         AssistantLearner(Assistant(2, input_shape=(1,)), examples={"inputs": np.zeros([3, 1])})
@@ -296,6 +322,12 @@ def test_examples_without_labels_are_rejected():
         ),
         ([3, 3], [0, 1], [1.0, 2.0], r"features of shape \(3, 3\).*\(2 examples here\)"),
         ([2, 3], [0, 1], [1.0], r"got 2 labels \(or ids\) but \(1,\) losses"),
+        (
+            [2, 3],
+            [[0], [1]],
+            [1.0, 2.0],
+            r"labels \(or ids\) of shape \[2, 1\]; .*squeeze to \[B\]: .*tf.squeeze",
+        ),
     ],
 )
 def test_inputs_that_do_not_fit_the_assistant_are_refused_at_once(

@@ -40,12 +40,13 @@ the train step itself. Errors from the learner thread surface at the next batch.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import keras
 import tensorflow as tf
 
+from echoing._src.assist.feedback_checks import check_label_rank
 from echoing._src.assist.filter import AssistantFilter
 from echoing._src.assist.learner import AssistantLearner
 from echoing._src.core.checks import is_positive_int
@@ -92,6 +93,7 @@ class AssistantCallback(keras.callbacks.Callback):
                 "from_logits=True, reduction=None)."
             )
         _check_stage_and_every("AssistantCallback", stage, every_n_batches)
+        _check_probe_batches(probe_data.element_spec, inputs_key, learner.label_key)
         self.learner = learner
         self.probe_data = probe_data
         self.per_example_loss = per_example_loss
@@ -253,6 +255,29 @@ def _warn_if_inbox_unfed(callback: AssistantFeedbackCallback) -> None:
         UserWarning,
         stacklevel=2,
     )
+
+
+def _check_probe_batches(spec, inputs_key: str, label_key: str | None) -> None:
+    """``probe_data`` holds batch dicts with the model's inputs and ``[B]`` labels; checked
+    when the callback is built, not at fit's first batch inside a ``tf.function``."""
+    if not isinstance(spec, Mapping):
+        raise TypeError(
+            f"AssistantCallback(probe_data=...): its elements are {type(spec).__name__}s, but "
+            f"the callback reads batch dicts ({{{inputs_key!r}: ..., {label_key!r}: ...}}); map "
+            f"them: probe_data.map(lambda x, y: {{{inputs_key!r}: x, {label_key!r}: y}})."
+        )
+    for key, argument in ((inputs_key, "AssistantCallback(inputs_key=)"),
+                          (label_key, "the learner's label_key=")):  # fmt: skip
+        if key is not None and key not in spec:
+            raise ValueError(
+                f"AssistantCallback(probe_data=...): its batches hold {sorted(spec)}, not "
+                f"{key!r}; set {argument} to one of those, or add {key!r} to the batches."
+            )
+    if label_key is not None:
+        check_label_rank(
+            spec[label_key].shape,
+            f"AssistantCallback(probe_data=...) holds {label_key!r}",
+        )
 
 
 def _check_stage_and_every(owner: str, stage, every_n_batches) -> None:

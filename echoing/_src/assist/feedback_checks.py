@@ -36,6 +36,7 @@ def integer_labels(labels) -> tf.Tensor:
 
 def check_shapes(assistant: keras.Model, features, labels, losses) -> None:
     """Static checks: what would fail deep in the learner's graph. ``features=None``: ids."""
+    check_label_rank(np.shape(labels), "AssistantLearner got labels (or ids)")
     rows = tf.TensorShape(np.shape(labels))[:1]
     if not rows.is_compatible_with(tf.TensorShape(np.shape(losses))[:1]):
         raise ValueError(
@@ -53,6 +54,33 @@ def check_shapes(assistant: keras.Model, features, labels, losses) -> None:
             "give it the batch the Boss trained on, selected as the filter selects them "
             "(features=...)."
         )
+
+
+def check_label_rank(shape, owner: str, batched: bool = True) -> None:
+    """Labels are one integer class per example: ``[B]`` (``batched``) or ``[N]``.
+
+    ``[B, 1]``, as Keras' sparse losses also take them, is refused with the squeeze that fixes
+    it: the Assistant would otherwise fail in a ``tf.function`` binding with no hint.
+    """
+    shape = tf.TensorShape(shape)
+    if shape.rank == 1:
+        return
+    if shape.rank == 0 and batched:
+        raise ValueError(
+            f"{owner} of shape []: one label for the whole element, so the elements are not "
+            "batched; batch them (dataset.batch(B)) so that each carries [B] labels."
+        )
+    rows = "[B]" if batched else "[N]"
+    squeeze = (
+        f" Labels of shape [{rows[1]}, 1] squeeze to {rows}: dataset.map(lambda b: {{**b, "
+        "'label': tf.squeeze(b['label'], -1)}), or y.reshape(-1) for arrays."
+        if shape.rank == 2 and shape[-1] == 1
+        else ""
+    )
+    raise ValueError(
+        f"{owner} of shape {shape.as_list() if shape.rank is not None else '<unknown rank>'}; "
+        f"expected one integer class label per example, {rows}.{squeeze}"
+    )
 
 
 def check_labels(assistant: keras.Model, labels) -> None:

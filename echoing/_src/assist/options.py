@@ -20,8 +20,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import keras
+import numpy as np
 
 from echoing._src.assist.assistant import FeatureSelector, check_feature_selector
+from echoing._src.assist.feedback_checks import check_label_rank
 from echoing._src.core.checks import in_interval, is_positive_int, is_real
 
 
@@ -133,3 +135,22 @@ def _check_examples(examples, label_key) -> None:
             f"arrays indexed by example id with a {label_key!r} key, e.g. "
             "{'inputs': x_train, 'label': y_train}."
         )
+    rows = {key: np.shape(value)[:1] for key, value in examples.items()}
+    if len(set(rows.values())) > 1:
+        raise ValueError(
+            "AssistantLearner(examples=...): its arrays are indexed by example id, so they need "
+            f"one row per example each, but their rows differ: {_rows_text(rows)}. Pass the "
+            "same training examples in each (x_train and y_train of one split)."
+        )
+    if label_key is not None:
+        check_label_rank(
+            np.shape(examples[label_key]),
+            f"AssistantLearner(examples=...) got examples[{label_key!r}]",
+            batched=False,
+        )
+
+
+def _rows_text(rows: dict) -> str:
+    return ", ".join(
+        f"{key!r}: {shape[0] if shape else 'a scalar'}" for key, shape in sorted(rows.items())
+    )
