@@ -38,6 +38,29 @@ def test_r_of_a_known_slow_pipeline_is_its_two_timings_each_at_least_what_it_sle
     assert "input-bound: try echoing.echo(" in echoing.format_diagnosis(report)
 
 
+def test_a_pipeline_that_already_echoes_is_said_and_the_factor_is_one_more_on_top():
+    examples = tf.data.Dataset.from_tensor_slices(tf.zeros([64, 4])).repeat()
+    echoed = examples.apply(echoing.echo(2, buffer_size=8)).batch(8)
+    assert echoing.diagnose(echoed, lambda b: b, num_steps=3)["already_echoes"] == 1.0
+    assert echoing.diagnose(examples.batch(8), lambda b: b, num_steps=3)["already_echoes"] == 0.0
+    report = {
+        "upstream_seconds": 0.04,
+        "downstream_seconds": 0.01,
+        "ratio": 4.0,
+        "input_wait_fraction": 0.75,
+        "echo_factor": 4.0,
+        "already_echoes": 1.0,
+    }
+    assert "input-bound even with the echo already in the pipeline" in (
+        echoing.format_diagnosis(report)
+    )
+    assert "raise its factor about 4.0x (the factors multiply)" in echoing.format_diagnosis(report)
+    report.update(ratio=0.5, input_wait_fraction=0.0, echo_factor=1.0)
+    assert "not input-bound with the echo already in the pipeline" in (
+        echoing.format_diagnosis(report)
+    )
+
+
 def test_a_keras_model_is_timed_on_a_copy_and_left_unchanged():
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])

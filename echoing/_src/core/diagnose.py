@@ -111,8 +111,11 @@ def diagnose(
 
     Returns:
       ``{"upstream_seconds", "downstream_seconds", "ratio", "input_wait_fraction",
-      "echo_factor"}``: t_up, t_down, R = t_up / t_down, the expected share of step time spent
-      waiting for input with prefetching (``max(0, 1 - 1/R)``), and the echo factor to try.
+      "echo_factor", "already_echoes"}``: t_up, t_down, R = t_up / t_down, the expected share
+      of step time spent waiting for input with prefetching (``max(0, 1 - 1/R)``), the echo
+      factor to try, and 1.0 when ``dataset`` already echoes (an ``echoing.echo`` before it),
+      else 0.0. Then t_up is of the echoed stream, copies included, and the factor is one more
+      echo on top of it (factors multiply: ``echo(2)`` then ``echo(1.5)`` echo 3x).
     """
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(
@@ -141,6 +144,7 @@ def diagnose(
         "ratio": ratio,
         "input_wait_fraction": max(0.0, 1.0 - 1.0 / ratio),
         "echo_factor": recommended_factor(ratio),
+        "already_echoes": float(dataset_graph.echo_upstream(dataset)),
     }
 
 
@@ -184,11 +188,23 @@ def format_diagnosis(report: dict[str, float]) -> str:
             f"format_diagnosis: the report lacks {missing}; give it what echoing.diagnose("
             "dataset, model) returns."
         )
-    verdict = (
-        f"input-bound: try echoing.echo({report['echo_factor']:.1f}) or echoing.AutoEcho"
-        if report["echo_factor"] > 1
-        else "not input-bound: the pipeline keeps up, no echo needed"
-    )
+    if not report.get("already_echoes"):
+        verdict = (
+            f"input-bound: try echoing.echo({report['echo_factor']:.1f}) or echoing.AutoEcho"
+            if report["echo_factor"] > 1
+            else "not input-bound: the pipeline keeps up, no echo needed"
+        )
+    elif report["echo_factor"] > 1:
+        verdict = (
+            "input-bound even with the echo already in the pipeline (t_up counts its copies): "
+            f"raise its factor about {report['echo_factor']:.1f}x (the factors multiply), or "
+            "use echoing.AutoEcho"
+        )
+    else:
+        verdict = (
+            "not input-bound with the echo already in the pipeline: its factor is enough "
+            "(diagnose the pipeline without it to see whether it needs echo at all)"
+        )
     return (
         f"t_up {1e3 * report['upstream_seconds']:.2f} ms/batch, t_down "
         f"{1e3 * report['downstream_seconds']:.2f} ms/step: R = {report['ratio']:.2f}, "
