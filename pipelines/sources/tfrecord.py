@@ -110,19 +110,8 @@ def load(
     eval_paths = _glob(eval_files, "eval_files", options)
     first_record, first_path = _first(train_paths, options, train_files)
     layout = record_layouts.layout_of(first_record, first_path)
-    # Local records in the echoing layout: the pass that counts them reads ids and labels too.
-    stored = (
-        layout == record_layouts.ECHOING
-        and not options.skip_corrupt
-        and not train_paths[0].startswith("gs://")  # ids trusted: not read twice over a network
-    )
-    train_counts, rows = _count(train_paths, train_files, options, stored=stored)
+    train_counts, by_position = _count_train(train_paths, train_files, layout, num_classes, options)
     eval_counts, _ = _count(eval_paths, eval_files, options)
-    by_position = options.skip_corrupt or (
-        rows is not None and not record_ids.usable(rows[:, 0], train_files)
-    )
-    if rows is not None:
-        _warn_if_classes_untrained(int(rows[:, 1].max()), int(num_classes), train_files)
     parse = record_layouts.parser(layout, ids_by_position=by_position)
     first = {key: value.numpy() for key, value in parse(0, first_record).items()}
     decode_inputs, input_shape = _decoder(first, image_size, train_files)
@@ -147,6 +136,23 @@ def load(
         num_classes=int(num_classes),
         input_shape=input_shape,
     )
+
+
+def _count_train(paths, files: str, layout, num_classes, options: ReadOptions):
+    """``(records per file, whether ids go by position)`` of the train split. Local records in
+    the echoing layout are counted by a pass that reads their ids and labels too: ids that
+    cannot key per-example tables are numbered by position instead, and labels stopping short
+    of ``num_classes`` are said."""
+    stored = (
+        layout == record_layouts.ECHOING
+        and not options.skip_corrupt
+        and not paths[0].startswith("gs://")  # ids trusted: not read twice over a network
+    )
+    counts, rows = _count(paths, files, options, stored=stored)
+    if rows is None:
+        return counts, options.skip_corrupt
+    _warn_if_classes_untrained(int(rows[:, 1].max()), int(num_classes), files)
+    return counts, not record_ids.usable(rows[:, 0], files)
 
 
 def _label_checker(num_classes: int, train_files: str, eval_files: str):
