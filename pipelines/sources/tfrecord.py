@@ -359,10 +359,10 @@ def _count(
     elif options.skip_corrupt:
         counts = [_framed_count(path, _local_open, options) for path in paths]
     elif stored:
-        per_file = [_local_pass(path, options, record_ids.read) for path in paths]
+        per_file = [_local_pass(path, options, record_ids.read, size=len) for path in paths]
         counts, rows = [len(file_rows) for file_rows in per_file], np.concatenate(per_file)
     else:
-        counts = [_local_pass(path, options, _records_in) for path in paths]
+        counts = [_local_pass(path, options, _records_in, size=int) for path in paths]
     check_not_empty(sum(counts), f"TFRecord files {pattern!r}")
     return counts, rows
 
@@ -371,8 +371,9 @@ def _records_in(path: str) -> int:
     return int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda total, _: total + 1))
 
 
-def _local_pass(path: str, options: ReadOptions, read):
-    """``read(path)`` (a count, or the stored ids), every record's checksums checked.
+def _local_pass(path: str, options: ReadOptions, read, *, size):
+    """``read(path)`` (a count, or the stored ids), every record's checksums checked;
+    ``size(read(path))`` is the records it read (``int`` of a count, ``len`` of the ids).
 
     ``TFRecordDataset`` checks the length and data checksums but ends a file cut inside a
     record's data without an error (verified on TF 2.21), so a header pass checks the framing
@@ -383,7 +384,7 @@ def _local_pass(path: str, options: ReadOptions, read):
         result = read(path)
     except tf.errors.DataLossError as error:
         raise _corrupt(path, error) from error
-    count = result if isinstance(result, int) else len(result)
+    count = size(result)
     if count != framed:  # e.g. the file changed between the passes
         raise ValueError(
             f"TFRecord file {path} holds {framed} framed records but {count} readable ones; "
