@@ -1,6 +1,7 @@
 """echoing.with_ids: a user's (x, y[, sample_weight]) elements as dicts carrying int64 ids."""
 
 import functools
+import warnings
 
 import numpy as np
 import pytest
@@ -200,6 +201,22 @@ def _options(**fields) -> tf.data.Options:
             ValueError,
             r"dataset's filter\(\) whose predicate draws at random changes that order or count",
         ),
+        (  # Issue 33: 2 and 30 elements in two passes, each numbered from 0, unsaid.
+            _PAIRS.take_while(lambda x, y: tf.random.uniform([]) < 0.9),
+            {},
+            ValueError,
+            r"dataset's take_while\(\) whose predicate draws at random changes that order",
+        ),
+        (  # Issue 33: a filter on a zipped Dataset.random that draws anew; ids moved, unsaid.
+            tf.data.Dataset.zip(
+                _PAIRS, tf.data.Dataset.random(seed=1, rerandomize_each_iteration=True)
+            )
+            .filter(lambda pair, draw: draw % 2 == 0)
+            .map(lambda pair, draw: pair),
+            {},
+            ValueError,
+            r"filter\(\) after a Dataset.random\(\.\.\., rerandomize_each_iteration=True\)",
+        ),
         (  # inside a branch the predicate calls
             _PAIRS.filter(
                 lambda x, y: tf.cond(y > 0, lambda: tf.random.uniform([]) > 0.5, lambda: True)
@@ -243,6 +260,27 @@ def test_a_filter_that_draws_the_same_each_pass_is_accepted():
     # A stateless draw with a fixed seed keeps the same elements every pass.
     kept = _PAIRS.filter(lambda x, y: tf.random.stateless_uniform([], seed=[1, 2]) >= 0.0)
     assert len(list(echoing.with_ids(kept))) == len(list(_PAIRS))
+
+
+def test_a_filter_on_a_seeded_dataset_random_drawing_the_same_each_pass_is_accepted():
+    draws = tf.data.Dataset.random(seed=1)  # not rerandomized: the same draws every pass
+    kept = tf.data.Dataset.zip(_PAIRS, draws).filter(lambda pair, draw: draw % 2 == 0)
+    numbered = echoing.with_ids(kept.map(lambda pair, draw: pair))
+    first, second = (
+        [(e["inputs"].numpy().tolist(), int(e["id"])) for e in numbered] for _ in range(2)
+    )
+    assert first == second
+
+
+def test_a_filter_after_a_map_that_draws_at_random_is_warned_about_not_refused():
+    # The predicate may read only the label (kept ids), or what the map drew (moved ids).
+    augmented = _PAIRS.map(lambda x, y: (x + tf.random.uniform(tf.shape(x)), y))
+    with pytest.warns(UserWarning, match=r"a filter\(\) comes after a map\(\) whose function"):
+        echoing.with_ids(augmented.filter(lambda x, y: y >= 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the random map after the filter: nothing to say
+        kept = _PAIRS.filter(lambda x, y: y >= 0)
+        echoing.with_ids(kept.map(lambda x, y: (x + tf.random.uniform(tf.shape(x)), y)))
 
 
 def test_a_parallel_interleave_in_order_is_accepted():

@@ -36,6 +36,8 @@ whole pipeline.
 
 from __future__ import annotations
 
+import warnings
+
 import tensorflow as tf
 
 from echoing._src.core.checks import is_int
@@ -257,12 +259,52 @@ def _reordered_by(dataset: tf.data.Dataset) -> str | None:
             return "shuffle() (reshuffle_each_iteration=True)"
         if name == "RepeatDataset":
             return "repeat()"
-        if name == "FilterDataset" and _draws_at_random(node._predicate.function.graph):
-            return "filter() whose predicate draws at random"
+        if name in _KEEPS_BY_PREDICATE and (drawn := _keeps_by_draw(node)):
+            return f"{_KEEPS_BY_PREDICATE[name]} {drawn}"
         if getattr(node, "_deterministic", None) == "false":  # parallel map() or batch()
             method = {"ParallelMapDataset": "map", "ParallelBatchDataset": "batch"}.get(name, name)
             return f"{method}(..., deterministic=False)"
     return _unordered_in_graph(dataset)
+
+
+# Stages whose functions may draw, by the method's name.
+_METHODS = {"MapDataset": "map()", "ParallelMapDataset": "map()"}
+# Stages that keep elements by a predicate, by the method's name.
+_KEEPS_BY_PREDICATE = {"FilterDataset": "filter()", "TakeWhileDataset": "take_while()"}
+
+
+def _keeps_by_draw(node: tf.data.Dataset) -> str | None:
+    """How a ``filter``/``take_while`` stage keeps elements by a draw made anew each pass: its
+    predicate draws at random, or reads a ``Dataset.random(..., rerandomize_each_iteration=
+    True)`` zipped in before it. None when neither is in sight. A ``map`` before it that draws
+    at random (augmentation) is only warned about: the predicate may not read what it drew."""
+    if _draws_at_random(node._predicate.function.graph):
+        return "whose predicate draws at random"
+    before = list(upstream_stages(node._input_dataset, 1_000))
+    if any(getattr(stage, "_rerandomize", None) for stage in before):
+        return "after a Dataset.random(..., rerandomize_each_iteration=True) that draws anew"
+    drawing = next((stage for stage in before if _function_draws(stage)), None)
+    if drawing is not None:
+        warnings.warn(
+            f"with_ids: a {_KEEPS_BY_PREDICATE[type(node).__name__.lstrip('_')]} comes after a "
+            f"{_METHODS.get(type(drawing).__name__.lstrip('_'), type(drawing).__name__)} whose "
+            "function draws at random; if its "
+            "predicate reads what was drawn, other examples pass each epoch and their ids move "
+            "between examples. Keep elements before the random stage, or with a seeded "
+            "stateless draw (tf.random.stateless_uniform).",
+            UserWarning,
+            stacklevel=5,
+        )
+    return None
+
+
+def _function_draws(stage: tf.data.Dataset) -> bool:
+    """Whether one of the functions ``stage`` runs draws at random (``_draws_at_random``)."""
+    try:
+        functions = stage._functions()
+    except Exception:  # best effort: a stage whose functions cannot be read
+        return False
+    return any(_draws_at_random(function.function.graph) for function in functions)
 
 
 # tf.data ops whose deterministic=False the Python objects do not keep, by the method's name.
