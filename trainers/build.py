@@ -36,10 +36,12 @@ def build_trainer(
     extra=(),
     read_stats: list | None = None,
     restores_from: str | None = None,
+    trains: bool = True,
 ) -> loop.Trainer:
     """The run's techniques (the config's, then ``extra``), model, optimizer and ``Trainer``,
     in the order seeds expect; a text run's vocabulary is copied to ``workdir/vocab.txt``,
-    beside the model it trains (``workdir=None`` writes nothing: an evaluation's build).
+    beside the model it trains (``workdir=None`` writes nothing: an evaluation's build, which
+    also passes ``trains=False``: the techniques then skip their training-schedule warnings).
     ``read_stats`` collects the pipelines' read statistics (see ``inputs.dataset_fns``).
 
     Raises:
@@ -61,7 +63,9 @@ def build_trainer(
         tf.io.gfile.copy(datasets.vocab_file, os.path.join(workdir, "vocab.txt"), overwrite=True)
     keras.utils.set_random_seed(config.seed)
     # Host state (meters, technique tables and filters) lives outside the strategy scope.
-    techniques = technique_modules.from_config(technique_context(config, strategy), extra=extra)
+    techniques = technique_modules.from_config(
+        technique_context(config, strategy, trains=trains), extra=extra
+    )
     with strategy.scope():
         model = models.build_model(config.model, datasets.input_shape, datasets.num_classes)
         optimizer = optimizers.make_optimizer(config, progress=run_progress(techniques))
@@ -103,11 +107,12 @@ def run_progress(techniques):
     return lambda: tf.reduce_max([technique.progress() for technique in measured])
 
 
-def technique_context(config, strategy) -> technique_modules.Context:
+def technique_context(config, strategy, *, trains: bool = True) -> technique_modules.Context:
     return technique_modules.Context(
         config=config,
         stage_seed=lambda stage: pipelines.stage_seed(config.seed, stage),
         num_input_pipelines=strategies.num_input_pipelines(strategy),
         examples=lambda: pipelines.examples_by_id(config.data),
         num_examples=lambda: pipelines.num_train_examples(config.data),
+        trains=trains,
     )

@@ -297,7 +297,12 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, objec
         )
     with sources.loaded_once():
         trainer = build.build_trainer(
-            config, strategy, echo_meters.EchoMeters(), workdir=None, restores_from=workdir
+            config,
+            strategy,
+            echo_meters.EchoMeters(),
+            workdir=None,
+            restores_from=workdir,
+            trains=False,
         )
         checkpoint = tf.train.Checkpoint(model=trainer.model, step=trainer.step)
         manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=None)

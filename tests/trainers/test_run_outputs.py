@@ -19,8 +19,9 @@ from tensorboard.backend.event_processing import plugin_event_multiplexer
 from tensorboard.util import tensor_util
 
 import pipelines
+from echoing import techniques as technique_modules
 from pipelines.sources import photos
-from trainers import experiment, models
+from trainers import build, experiment, models
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -178,6 +179,20 @@ def test_the_evaluation_line_says_what_it_counted(perplexity, counted):
         "eval_examples": 200 if perplexity is None else 822,
     }  # fmt: skip
     assert experiment.format_evaluation(result).endswith(counted)
+
+
+def test_eval_only_does_not_warn_about_the_training_schedule(finished_run, recwarn):
+    # Issue 33: --eval_only on a prune=1 run printed "prunes nothing in this run" and "needs
+    # at least 32 steps": warnings about a training run that is not happening.
+    config, workdir, _, _, _ = finished_run
+    pruned = experiment.resolve_config(config.copy_and_resolve_references())
+    pruned.prune = True
+    experiment.evaluate(pruned, workdir)
+    assert not [w for w in recwarn if "config prune" in str(w.message)]
+    # The same config's training build says it: smoke's 20 steps cover one epoch.
+    context = build.technique_context(pruned, tf.distribute.get_strategy())
+    with pytest.warns(UserWarning, match=r"config prune=1 prunes nothing in this run"):
+        technique_modules.from_config(context)
 
 
 def test_an_evaluation_with_another_eval_split_says_so(finished_run, capsys):

@@ -121,6 +121,8 @@ class Context:
       num_input_pipelines: input pipelines (workers/hosts) the train set is built for.
       examples: loads the train split by id (``ExamplesById``); called only when needed.
       num_examples: the number of train examples (ids are 0 .. num_examples - 1).
+      trains: False when the run only evaluates a checkpoint (the binary's ``--eval_only``):
+        warnings about the training schedule (too few steps to prune) are not said.
     """
 
     config: Any
@@ -128,6 +130,7 @@ class Context:
     num_input_pipelines: int = 1
     examples: Callable[[], ExamplesById] | None = None
     num_examples: Callable[[], int] | None = None
+    trains: bool = True
 
 
 # Hook -> the capability a technique declares when it defines that hook.

@@ -211,8 +211,9 @@ def from_config(context: Context) -> PruningTechnique | None:
     # factor; AutoEcho's is not known ahead): what pruning then does in fewer steps.
     covered = int(config.num_steps * _fresh_per_step(config)) // num_examples
     epochs = config.prune_epochs or max(1, covered)
-    _check_some_epoch_pruned(config, epochs, num_examples)
-    _check_steps_cover(config, epochs, num_examples)
+    if context.trains:  # an evaluation's build: no schedule to warn about
+        _check_some_epoch_pruned(config, epochs, num_examples)
+        _check_steps_cover(config, epochs, num_examples)
     return PruningTechnique(
         num_examples,
         num_epochs=epochs,
