@@ -40,10 +40,23 @@ class CorruptRecordError(ValueError):
     def __init__(self, path: str, index: int, offset: int, problem: str):
         self.path, self.index, self.offset, self.problem = path, index, offset, problem
         super().__init__(
-            f"corrupt TFRecord file {path}: record {index} at byte offset {offset}: {problem}. "
-            "Rewrite the file, or set data config skip_corrupt=True to skip and count such "
-            "records."
+            unreadable_start(path, problem)
+            if offset == 0 and not problem.startswith("data checksum")  # no record framed
+            else f"corrupt TFRecord file {path}: record {index} at byte offset {offset}: "
+            f"{problem}. Rewrite the file, or set data config skip_corrupt=True to skip and "
+            "count such records."
         )
+
+
+def unreadable_start(path: str, problem: str) -> str:
+    """The message for a file whose very first record header does not frame: most often not a
+    TFRecord file at all (a text or image file the glob matched), which skipping cannot mend."""
+    return (
+        f"TFRecord file {path} does not start with a TFRecord record ({problem}): it is not a "
+        "TFRecord file (another kind of file the glob matched?), or its start is damaged. Point "
+        "the glob at the TFRecord files only, e.g. train_files='dir/train-*.tfrecord'; rewrite "
+        "a damaged file, or set data config skip_corrupt=True to skip what cannot be read."
+    )
 
 
 class ShortReadError(OSError):

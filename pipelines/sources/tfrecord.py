@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -334,7 +335,8 @@ def _first(paths: list[str], options: ReadOptions, pattern: str) -> tuple[bytes,
             if len(paths) == 1:
                 raise ValueError(
                     "no TFRecord file of the split holds a readable record (all were skipped "
-                    "as corrupt); rewrite the files."
+                    f"as corrupt, {paths[0]} last): are they TFRecord files at all? Point the "
+                    "glob at TFRecord files, or rewrite them."
                 )
             return _first(paths[1:], options, pattern)
         return record, paths[0]
@@ -343,6 +345,9 @@ def _first(paths: list[str], options: ReadOptions, pattern: str) -> tuple[bytes,
             for record in tf.data.TFRecordDataset(path).take(1):
                 return record.numpy(), path
         except tf.errors.DataLossError as error:
+            # The header pass names what failed: a first header that does not frame is most
+            # often a file of another kind (record_format.unreadable_start).
+            _framed_count(path, _local_open, options)
             raise _corrupt(path, error) from error
     check_not_empty(0, f"TFRecord files {pattern!r}")  # raises: every file is empty
 
@@ -394,10 +399,12 @@ def _local_pass(path: str, options: ReadOptions, read, *, size):
 
 
 def _corrupt(path: str, error: tf.errors.DataLossError) -> ValueError:
+    # TensorFlow's message, without the "{{function_node ...}}" and "[Op:...]" around it.
+    problem = re.sub(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:.*$", "", error.message)
+    problem = problem.strip().splitlines()[0] if problem.strip() else "unreadable"
     return ValueError(
-        f"corrupt TFRecord file {path}: {error.message.splitlines()[0]} (a byte offset). "
-        "Rewrite the file, or set data config skip_corrupt=True to skip and count corrupt "
-        "records."
+        f"corrupt TFRecord file {path}: {problem} (a byte offset). Rewrite the file, or set "
+        "data config skip_corrupt=True to skip and count corrupt records."
     )
 
 

@@ -396,8 +396,32 @@ def test_a_later_record_written_another_way_and_a_corrupt_first_record_are_named
     data = bytearray(written.read_bytes())
     data[20] ^= 0xFF  # inside the first record's data: its checksum no longer matches
     path.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match=r"corrupt TFRecord file .*train.tfrecord: .*skip_corrupt"):
+    with pytest.raises(
+        ValueError, match=r"corrupt TFRecord file .*train.tfrecord: .*skip_corrupt"
+    ) as caught:
         tfrecord.load(str(path), str(path), num_classes=2)
+    assert "function_node" not in str(caught.value) and "[Op:" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("skip_corrupt", "message"),
+    [
+        (False, r"train.txt does not start with a TFRecord record \(length checksum mismatch"),
+        (True, r"no TFRecord file .* readable record .*: are they TFRecord files at all\?"),
+    ],
+)
+def test_a_file_of_another_kind_given_as_tfrecords_is_named_as_such(
+    tmp_path, skip_corrupt, message
+):
+    # Issue 33: a text file matched by the glob was "corrupt ... {{function_node ...}} corrupted
+    # record at 0 (Is this even a TFRecord file?) [Op:IteratorGetNext]", with skip_corrupt as
+    # the fix, which then failed with "no TFRecord file of the split holds a readable record".
+    text = tmp_path / "train.txt"
+    text.write_text("a line of text, not a TFRecord\n" * 40)
+    options = tfrecord.ReadOptions(skip_corrupt=skip_corrupt)
+    with pytest.raises(ValueError, match=message) as caught:
+        tfrecord.load(str(text), str(text), num_classes=2, options=options)
+    assert "function_node" not in str(caught.value)
 
 
 @pytest.mark.parametrize(
