@@ -54,7 +54,9 @@ def test_a_pipeline_that_already_echoes_is_said_and_the_factor_is_one_more_on_to
     assert "input-bound even with the echo already in the pipeline" in (
         echoing.format_diagnosis(report)
     )
-    assert "raise its factor about 4.0x (the factors multiply)" in echoing.format_diagnosis(report)
+    assert "raise its factor about 4.0x (the factors multiply), or AutoEcho's max_factor" in (
+        echoing.format_diagnosis(report)
+    )
     report.update(ratio=0.5, input_wait_fraction=0.0, echo_factor=1.0)
     assert "not input-bound with the echo already in the pipeline" in (
         echoing.format_diagnosis(report)
@@ -168,6 +170,20 @@ def test_an_unbatched_dataset_is_refused_with_the_fix_for_a_keras_model():
         echoing.diagnose(examples, model, num_steps=3)
     report = echoing.diagnose(examples.batch(8), model, num_steps=3, warmup=1)  # batched: runs
     assert report["ratio"] > 0
+
+
+def test_batches_that_do_not_fit_the_model_are_refused_naming_both_shapes():
+    # Issue 33: 30-wide batches for a 40-wide model reached Keras' "Exception encountered when
+    # calling Sequential.call() ... expected axis -1 ... 40, but received (8, 30)".
+    model = keras.Sequential([keras.Input((40,)), keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    batches = tf.data.Dataset.from_tensors((tf.zeros([8, 30]), tf.zeros([8], tf.int64))).repeat()
+    with pytest.raises(
+        ValueError,
+        match=r"batches hold features of shape \(8, 30\), but the model takes inputs of shape "
+        r"\(None, 40\)",
+    ):
+        echoing.diagnose(batches, model, num_steps=3)
 
 
 def test_unbatched_inputs_of_a_model_of_several_inputs_are_refused_with_the_fix():

@@ -198,7 +198,7 @@ def format_diagnosis(report: dict[str, float]) -> str:
         verdict = (
             "input-bound even with the echo already in the pipeline (t_up counts its copies): "
             f"raise its factor about {report['echo_factor']:.1f}x (the factors multiply), or "
-            "use echoing.AutoEcho"
+            "AutoEcho's max_factor if it is an echoing.AutoEcho stage"
         )
     else:
         verdict = (
@@ -236,9 +236,10 @@ def _check_counts(num_steps, warmup, max_seconds) -> None:
 
 
 def _require_batched(dataset: tf.data.Dataset, model) -> None:
-    """Refuses one example per element for a Keras model that takes batches: the first step
-    would fail in the model's call (e.g. "Exception encountered when calling Sequential.call()")
-    with no word of batching. A model of several inputs (a dict of them) is matched by name."""
+    """Refuses one example per element for a Keras model that takes batches, and batches whose
+    features do not fit the model's inputs: the first step would fail in the model's call (e.g.
+    "Exception encountered when calling Sequential.call()") with no word of either. A model of
+    several inputs (a dict of them) is matched by name."""
     if not isinstance(model, keras.Model):
         return
     spec = dataset.element_spec
@@ -256,6 +257,19 @@ def _require_batched(dataset: tf.data.Dataset, model) -> None:
             f"diagnose: the dataset's elements look like single examples (features of shape "
             f"{shapes}), but the model takes batches of shape {batched}; pass the batched "
             "pipeline that feeds training, e.g. dataset.batch(32)."
+        )
+    misfits = [
+        (feature, expected)
+        for feature, expected in pairs
+        if feature.shape.rank == len(expected) and not feature.shape.is_compatible_with(expected)
+    ]
+    if misfits:
+        shapes = ", ".join(str(tuple(feature.shape)) for feature, _ in misfits)
+        inputs = ", ".join(str(expected) for _, expected in misfits)
+        raise ValueError(
+            f"diagnose: the dataset's batches hold features of shape {shapes}, but the model "
+            f"takes inputs of shape {inputs}; pass the pipeline and the model that train "
+            "together (the timing of one with the other would not say anything of training)."
         )
 
 
