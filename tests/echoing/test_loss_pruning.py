@@ -197,6 +197,29 @@ def test_ids_outside_the_table_fail_naming_the_range():
         _ids(6).repeat().apply(stage)
 
 
+@pytest.mark.parametrize(
+    ("start", "rows", "message"),
+    [
+        (100, 50, r"with_ids\(start=100\) gives the examples ids 100..119, .*LossTable\(120\)"),
+        (40, 50, r"ids 40..59, but the LossTable has 50 rows"),
+        (30, 50, None),  # ids 30..49: the last rows of the table
+    ],
+)
+def test_ids_with_ids_numbers_past_the_table_are_refused_when_the_stage_is_applied(
+    start, rows, message
+):
+    # Issue 33: with_ids(start=100) into a 50-row table failed at the first group, as a graph
+    # trace (an InvalidArgumentError from the stage's assert).
+    pairs = tf.data.Dataset.from_tensor_slices((np.zeros([20, 1], np.float32), np.zeros(20)))
+    numbered = echoing.with_ids(pairs, start=start).shuffle(20, seed=0)
+    stage = echoing.loss_prune(echoing.LossTable(rows), num_epochs=2, examples_per_epoch=20)
+    if message is None:
+        assert len(list(numbered.apply(stage))) == 20
+        return
+    with pytest.raises(ValueError, match=message):
+        numbered.apply(stage)
+
+
 # ------------------------------------------------------------------------------------- by id
 
 

@@ -58,6 +58,29 @@ def mark_per_pass(dataset: tf.data.Dataset, name: str, stage=None) -> tf.data.Da
     return dataset
 
 
+# The attribute ``with_ids`` sets on the dataset it returns: (its first id, the id's key).
+_IDS_ATTRIBUTE = "_echoing_with_ids"
+
+
+def mark_ids(dataset: tf.data.Dataset, start: int, id_key: str) -> tf.data.Dataset:
+    """Records on ``dataset`` (and returns it) that ``with_ids`` numbered its elements
+    ``start, start + 1, ...`` under ``id_key``."""
+    with contextlib.suppress(Exception):
+        setattr(dataset, _IDS_ATTRIBUTE, (start, id_key))
+    return dataset
+
+
+def id_ranges(dataset: tf.data.Dataset, id_key: str) -> list[tuple[int, int]]:
+    """``(first id, number of ids or -1 when unknown)`` of every ``with_ids`` before
+    ``dataset`` (itself included) that numbers ``id_key``."""
+    ranges = []
+    for node in upstream_stages(dataset):
+        mark = getattr(node, _IDS_ATTRIBUTE, None)
+        if mark and mark[1] == id_key:
+            ranges.append((mark[0], int(node.cardinality())))
+    return ranges
+
+
 def per_pass_marks(dataset: tf.data.Dataset) -> list[tuple]:
     """The ``(name, stage object or None)`` of every stage ``mark_per_pass`` marked before
     ``dataset`` (``dataset`` included)."""

@@ -44,6 +44,7 @@ from echoing._src.core.checks import is_int
 from echoing._src.core.dataset_graph import (
     comes_out_of_batch,
     is_echo_output,
+    mark_ids,
     upstream_stages,
 )
 
@@ -122,7 +123,8 @@ def with_ids(
             out["sample_weight"] = element[2]
         return out
 
-    return dataset.enumerate(start=start).map(to_dict)
+    # Marked, so that a loss_prune after it can check the ids against its table's rows.
+    return mark_ids(dataset.enumerate(start=start).map(to_dict), start, id_key)
 
 
 def integer_ids(ids, caller: str) -> tf.Tensor:

@@ -55,6 +55,7 @@ class StreamPruning:
                 "examples), or give examples_per_epoch = e × the examples per pass."
             )
         self._check_epoch_size(int(dataset.cardinality()), dataset_graph.pass_size(dataset))
+        self._check_id_ranges(dataset)
         # A group straddles at most one epoch's end (it is decided in two parts at most).
         group = min(self.group_size, self.examples_per_epoch)
         kept = (
@@ -100,6 +101,20 @@ class StreamPruning:
                 f"epoch holds fewer, {fix}.",
                 stacklevel=4,  # this check, __call__, Dataset.apply, then the user's line
             )
+
+    def _check_id_ranges(self, dataset: tf.data.Dataset) -> None:
+        """Ids that ``with_ids`` gives past the table's rows, refused at ``apply``: the stage's
+        own check is in the graph, at the first group (an InvalidArgumentError's trace)."""
+        rows = self.table.num_examples
+        for start, count in dataset_graph.id_ranges(dataset, self.id_key):
+            last = start + count - 1 if count > 0 else start
+            if last >= rows:
+                held = f"ids {start}..{last}" if count > 0 else f"ids from {start}"
+                raise ValueError(
+                    f"loss_prune: with_ids(start={start}) gives the examples {held}, but the "
+                    f"LossTable has {rows} rows (ids 0..{rows - 1}); build the table with "
+                    f"LossTable({last + 1}) to hold them, or number them from a lower start."
+                )
 
     def _keep_group(self, batch):
         # A group may straddle an epoch's end: each part is decided by its own epoch (the
