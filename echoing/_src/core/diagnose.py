@@ -251,8 +251,7 @@ def _require_batched(dataset: tf.data.Dataset, model) -> None:
         feature.shape.rank == len(expected) - 1 and feature.shape.is_compatible_with(expected[1:])
         for feature, expected in pairs
     ):
-        shapes = ", ".join(str(tuple(feature.shape)) for feature, _ in pairs)
-        batched = ", ".join(str(expected) for _, expected in pairs)
+        shapes, batched = _shapes_of(pairs)
         raise ValueError(
             f"diagnose: the dataset's elements look like single examples (features of shape "
             f"{shapes}), but the model takes batches of shape {batched}; pass the batched "
@@ -264,13 +263,20 @@ def _require_batched(dataset: tf.data.Dataset, model) -> None:
         if feature.shape.rank == len(expected) and not feature.shape.is_compatible_with(expected)
     ]
     if misfits:
-        shapes = ", ".join(str(tuple(feature.shape)) for feature, _ in misfits)
-        inputs = ", ".join(str(expected) for _, expected in misfits)
+        shapes, inputs = _shapes_of(misfits)
         raise ValueError(
             f"diagnose: the dataset's batches hold features of shape {shapes}, but the model "
             f"takes inputs of shape {inputs}; pass the pipeline and the model that train "
             "together (the timing of one with the other would not say anything of training)."
         )
+
+
+def _shapes_of(pairs) -> tuple[str, str]:
+    """The features' shapes and the model inputs' shapes of ``pairs``, as text."""
+    return (
+        ", ".join(str(tuple(feature.shape)) for feature, _ in pairs),
+        ", ".join(str(expected) for _, expected in pairs),
+    )
 
 
 def _features_and_inputs(features, model) -> list[tuple[tf.TensorSpec, tuple]]:
