@@ -32,8 +32,48 @@ def from_files(
     """
     lines = []
     for path in files.glob(pattern, key, request_attempts=request_attempts):
-        lines += split_lines(files.read_bytes(path, request_attempts=request_attempts), path)
+        data = files.read_bytes(path, request_attempts=request_attempts)
+        check_is_text(data, path, key)
+        lines += split_lines(data, path)
     return lines
+
+
+# The first bytes of compressed files, which read as text would train on their bytes.
+_COMPRESSED = {
+    b"\x1f\x8b": ("gzip", "gunzip"),
+    b"BZh": ("bzip2", "bunzip2"),
+    b"\xfd7zXZ\x00": ("xz", "unxz"),
+    b"(\xb5/\xfd": ("zstd", "unzstd"),
+    b"PK\x03\x04": ("zip", "unzip"),
+}
+# More of a file's bytes than this not UTF-8: not text. A text in another encoding (Latin-1's
+# accents) stays far below, and is read with U+FFFD and a warning.
+MOST_NOT_TEXT = 0.2
+
+
+def check_is_text(data: bytes, path: str, key: str) -> None:
+    """Refuses a compressed file, or one whose bytes are mostly not UTF-8 (an image, a binary):
+    a language model would learn a vocabulary of their bytes, and evaluate at chance."""
+    for magic, (kind, tool) in _COMPRESSED.items():
+        if data.startswith(magic):
+            raise ValueError(
+                f"{path} (matched by data config {key}) is {kind}-compressed, not text; "
+                f"decompress it ({tool} {path}) and point {key} at the text files."
+            )
+    try:
+        data.decode("utf-8")
+        return
+    except UnicodeDecodeError:
+        pass
+    # Each invalid sequence becomes one U+FFFD; ones already in the text are not counted.
+    replaced = data.decode("utf-8", errors="replace").count("\ufffd")
+    replaced -= data.decode("utf-8", errors="ignore").count("\ufffd")
+    if replaced > MOST_NOT_TEXT * len(data):
+        raise ValueError(
+            f"{path} (matched by data config {key}) is not text: {replaced} byte sequences in "
+            f"its {len(data)} bytes are not UTF-8 (a binary or image file?); point "
+            f"{key} at UTF-8 text files, one document per line."
+        )
 
 
 def from_tfds(name: str, split: str, *, data_dir: str) -> list[str]:

@@ -1,5 +1,6 @@
 """Text: the embedded corpus, WordPiece tokens in the graph, windows, buckets, and bad input."""
 
+import gzip
 import itertools
 import os
 from pathlib import Path
@@ -135,6 +136,37 @@ def test_empty_files_and_non_utf8_bytes_are_handled(tmp_path, data_dir, monkeypa
     assert any("b.txt: 1 byte sequences are not UTF-8" in w for w in warnings)
     element = source.train.decode(next(iter(source.train.dataset)))
     assert len(element["label"]) > 3
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            gzip.compress(b"tea is a drink\n" * 200, mtime=0),
+            r"train.txt.gz \(matched by data config train_files\) is gzip-compressed, not text; "
+            r"decompress it \(gunzip .*\)",
+        ),
+        (
+            bytes(np.random.default_rng(0).integers(0, 256, 4000, dtype=np.uint8)),
+            r"is not text: \d+ byte sequences in its 4000 bytes are not UTF-8",
+        ),
+    ],
+    ids=["gzip", "binary"],
+)
+def test_a_compressed_or_binary_file_is_refused_not_trained_on_as_text(
+    tmp_path, data_dir, content, message
+):
+    # Issue 33: a gzip file trained a 470-token vocabulary of its bytes (accuracy 0.0,
+    # perplexity 600) with only "3241 byte sequences are not UTF-8" to say so.
+    root = _files(tmp_path, **{"train.txt.gz": content, "test.txt": b"tea is a drink too\n"})
+    with pytest.raises(ValueError, match=message):
+        text.load(
+            f"{root}/train.txt.gz",
+            f"{root}/test.txt",
+            data_dir=data_dir,
+            max_length=64,
+            vocab_size=40,
+        )
 
 
 @pytest.mark.parametrize(
