@@ -1,7 +1,9 @@
 """Priority sampling: top-k picks the largest, renewal is round-robin, proportional statistics."""
 
+import functools
 import math
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -289,6 +291,24 @@ def test_iterator_checkpoint_resumes_the_step_counter(tmp_path):
     ids = next(restored)["id"].numpy()
     np.testing.assert_array_equal(ids, expected)
     np.testing.assert_array_equal(ids[2:], [6, 7])
+
+
+def test_a_sampler_starting_behind_its_tables_measurements_is_said():
+    # Issue 33: a run resumed from a checkpoint of step 10 (table restored, no iterator) with
+    # priority_sample(...) and no start_step renewed from id 0 again: 0 of 10 steps matched
+    # the uninterrupted run, without a word.
+    table = _measured_table(np.arange(1, 21, dtype=np.float32), step=9)
+    source = {"x": np.arange(20)}
+    sample = functools.partial(
+        priority_sample, table, source, batch_size=4, top_ratio=0.5, renew_ratio=0.5
+    )
+    with pytest.warns(UserWarning, match=r"start_step=0\): .* up to step 9, .*start_step= the"):
+        sample()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sample(start_step=10)  # resumed where the run stopped
+        sample(start_step=9)  # measured at the start step: a warm start
+        priority_sample(PriorityTable(20), source, batch_size=4, top_ratio=0.5, renew_ratio=0.5)
 
 
 @pytest.mark.parametrize("measured", [False, True])

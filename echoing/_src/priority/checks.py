@@ -9,6 +9,10 @@ Example::
 
 from __future__ import annotations
 
+import warnings
+
+import tensorflow as tf
+
 from echoing._src.core.checks import in_interval, is_real
 from echoing._src.core.sources import RandomAccessSource
 
@@ -39,6 +43,29 @@ def ids_per_batch(ratio: float, batch_size: int, *, names: tuple[str, str]) -> i
             f"(one id of {batch_size}), or 0 to turn it off."
         )
     return count
+
+
+def warn_if_table_is_ahead(table, start_step: int) -> None:
+    """Warns when ``table`` (a ``PriorityTable``, read eagerly) holds measurements of steps
+    after ``start_step`` (a table measured at the start step itself, before training, is a warm
+    start): it comes from a run that went past the step this sampler starts at, so the sampler
+    would renew ids from the first again and extrapolate priorities back in time. A resumed
+    run must pass the step it stopped at, or restore the iterator."""
+    if not tf.executing_eagerly():
+        return  # a dataset_fn traced in a graph: the table's values cannot be read here
+    last = int(tf.reduce_max(table.measured_step).numpy())
+    if last > start_step:
+        warnings.warn(
+            f"priority_sample(start_step={start_step}): the PriorityTable holds measurements "
+            f"up to step {last}, so it comes from a run that went further, and this sampler "
+            "would renew ids from the first again and extrapolate priorities back in time. To "
+            f"resume, pass start_step= the step the run stopped at ({last + 1} if it stopped "
+            "right after its last measured step), or restore the iterator from a checkpoint "
+            "taken with it (tf.train.Checkpoint(iterator=...) carries the step); to start "
+            "afresh, use a new PriorityTable.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def check_source_size(examples: RandomAccessSource, num_examples: int) -> None:

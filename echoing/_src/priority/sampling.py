@@ -62,7 +62,12 @@ import tensorflow as tf
 from echoing._src.core import dataset_graph
 from echoing._src.core.checks import in_interval, is_int, is_real
 from echoing._src.core.sources import RandomAccessSource, random_access_source
-from echoing._src.priority.checks import check_ratio, check_source_size, ids_per_batch
+from echoing._src.priority.checks import (
+    check_ratio,
+    check_source_size,
+    ids_per_batch,
+    warn_if_table_is_ahead,
+)
 from echoing._src.priority.shards import ShardedPriorityTable, pipeline_share
 from echoing._src.priority.table import PriorityTable, warned_if_unmeasured
 
@@ -324,6 +329,8 @@ def priority_sample(
     )
     examples = random_access_source(source, keys=keys)
     check_source_size(examples, table.num_examples)
+    if is_int(start_step, numpy=True):  # else refused by sampled_batches
+        warn_if_table_is_ahead(share.table, int(start_step))
     return sampled_batches(
         sampler,
         examples,
