@@ -290,6 +290,8 @@ def test_an_assistant_nothing_trains_is_said_to_drop_examples_at_random(capfd):
         "inputs seen and the Assistant is untrained (its weights are still zero), so it scores "
         "every example 0.5 and drops about 35% of them at random. Train it"
     ) in printed
+    # A learner fed but behind (issue 33: 0 of 120 fed batches trained, 87 dropped) is named.
+    assert "If it is fed already, its learner has not finished a step yet" in printed
 
 
 def test_a_trained_assistant_or_a_short_stream_is_not_warned_about(capfd):

@@ -299,6 +299,12 @@ def test_labels_of_shape_b_by_1_are_refused_with_the_squeeze_in_feedback():
             {"inputs": np.zeros([10, 4], np.float32), "label": np.zeros([10, 1], np.int64)},
             r"examples\['label'\] of shape \[10, 1\]; .*squeeze to \[N\]",
         ),
+        (  # Issue 33: accepted; fit ran 3 epochs with the Assistant never trained (27 queue
+            # drops), and close() raised the thread's graph error.
+            {"inputs": np.zeros([10, 40], np.float32), "label": np.zeros([10], np.int64)},
+            r"features have shape \(40,\) per example, but the Assistant scores features of "
+            r"shape \(4,\)",
+        ),
     ],
 )
 def test_examples_whose_arrays_do_not_line_up_by_id_are_refused_at_construction(examples, match):

@@ -58,6 +58,21 @@ class ExampleTables:
                 self._features = tf.constant(select_features(examples, features))
                 self._columns = None
 
+    def check_fits(self, assistant) -> None:
+        """Refuses features of another shape than ``assistant`` (built with ``input_shape``)
+        scores: the learner's thread would fail at its first step, after fit has run."""
+        expected = getattr(assistant, "_feature_shape", None)
+        if self._features is None or expected is None:
+            return  # a features function, or a scorer of the user's own: judged when it runs
+        shape = tuple(self._features.shape[1:])
+        if not tf.TensorShape(expected).is_compatible_with(shape):
+            raise ValueError(
+                f"AssistantLearner(examples=...): the examples' features have shape {shape} "
+                f"per example, but the Assistant scores features of shape {tuple(expected)} "
+                f"(its input_shape); build the Assistant with input_shape={shape}, or give the "
+                "examples the filter's features (features=... selects them)."
+            )
+
     @property
     def size(self) -> int:
         """N, the number of examples (ids are 0..N-1)."""

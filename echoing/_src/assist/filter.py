@@ -197,7 +197,10 @@ _UNTRAINED = (
     "echoing.assistant_filter: {} inputs seen and the Assistant is untrained (its weights are "
     "still zero), so it scores every example 0.5 and drops about {:.0%} of them at random. "
     "Train it on training's losses: echoing.AssistantFeedbackCallback(learner, inbox, "
-    "stage=stage) in fit's callbacks, or learner.feedback(batch, losses) in your own loop."
+    "stage=stage) in fit's callbacks, or learner.feedback(batch, losses) in your own loop. If "
+    "it is fed already, its learner has not finished a step yet: it is behind (learner.stats()"
+    ": trained_batches, and queue_drops for the feedback it dropped meanwhile); it catches up "
+    "as training goes on, sooner with train_every=k (one fed batch in k)."
 )
 
 

@@ -107,6 +107,8 @@ class AssistantLearner(ClosesOnExit):
             if examples is None
             else ExampleTables(examples, self.options.features, self.options.label_key)
         )
+        if self._tables is not None:
+            self._tables.check_fits(assistant)
         self._trainer = AssistantTrainer(
             assistant,
             self.options.optimizer,
