@@ -339,6 +339,13 @@ def test_a_live_factor_out_of_range_stops_iteration_naming_it(implementation, wh
         _drain(dataset, where)
 
 
+@pytest.mark.parametrize("value,shown", BAD_LIVE_FACTORS)
+def test_a_live_factor_out_of_range_when_applied_is_refused_at_once(value, shown):
+    # Issue 33: tf.Variable(0.0) was refused only at the first element, inside a graph trace.
+    with pytest.raises(ValueError, match=r"live echo factor \(a tf\.Variable\) holds "):
+        tf.data.Dataset.range(10).apply(echo(tf.Variable(value)))
+
+
 @pytest.mark.parametrize("implementation", ["vectorized", "per_element"])
 def test_a_live_factor_set_out_of_range_mid_stream_stops_the_stream(implementation):
     factor = tf.Variable(2.0)

@@ -294,6 +294,15 @@ def _validate_factor(factor) -> float | tf.Variable:
                 f"a live echo factor must be a scalar float tf.Variable, got dtype "
                 f"{factor.dtype.name} shape {factor.shape}; e.g. tf.Variable(1.0)."
             )
+        # Its value now, where it can be read: else the stage's own check, in the graph, says
+        # it at the first element as an op error.
+        value = float(factor.numpy()) if tf.executing_eagerly() else 1.0
+        if not 0 < value <= MAX_FACTOR:  # NaN fails too
+            raise ValueError(
+                f"the live echo factor (a tf.Variable) holds {value!r}; it must be in (0, "
+                f"{MAX_FACTOR:g}] when the echo stage is applied and whenever it is read, e.g. "
+                "tf.Variable(1.0), then factor.assign(2.0)."
+            )
         return factor
     if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
         raise TypeError(
