@@ -107,13 +107,33 @@ def _illegal_value(text: str) -> str:
     if "Error whilst parsing config file" in text:
         # ml_collections wraps the config file's own error in its traceback: its last line.
         last = [line for line in text.splitlines() if line.strip()][-1]
-        return "--config: " + re.sub(r"^\w+(Error|Exception): ", "", last)
+        said = _config_file_type(last) or re.sub(r"^\w+(Error|Exception): ", "", last)
+        return "--config: " + said
     # One mistake at a time: absl joins every failed validator's message with newlines.
     match = re.match(r"flag --([^=\s]+)=(.*?): (.*)", text.splitlines()[0])
     if match is None:
         return " ".join(text.split())
     name, value, reason = match.groups()
     return f"--{name}: {_wrong_kind(name, value) or reason}"
+
+
+def _config_file_type(line: str) -> str | None:
+    """ml_collections' "Could not override field 'x' (reference). 0.5 is of original type <class
+    'str'> and cannot be casted to type <class 'float'>", for a config file that sets a field to
+    a value of another type, as what it is; None for any other line."""
+    match = re.search(
+        r"Could not override field '([^']+)'.*?\. (.*) is of original type <class '(\w+)'> and "
+        r"cannot be casted to type <class '(\w+)'>",
+        line,
+    )
+    if match is None:
+        return None
+    field, value, given, expected = match.groups()
+    example = {"float": "0.5", "int": "10", "bool": "True"}.get(expected, "...")
+    return (
+        f"the config file sets {field} to a {given} ({value!r}), but {field} is a {expected}; "
+        f"set it to one, e.g. config.{field} = {example}"
+    )
 
 
 def _wrong_kind(name: str, value: str) -> str | None:

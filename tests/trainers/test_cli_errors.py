@@ -95,6 +95,24 @@ def test_a_config_file_that_does_not_exist_is_named_with_the_configs_there_are(
     )
 
 
+def test_a_config_file_setting_a_field_to_another_type_names_the_field_and_the_type(
+    tmp_path, parse_binary_flags, capsys
+):
+    # Issue 33: ml_collections' "Could not override field 'learning_rate' (reference). 0.5 is of
+    # original type <class 'str'> and cannot be casted ...", an override the user never gave.
+    with open(os.path.join(REPOSITORY, "configs", "mnist1d.py")) as file:
+        text = file.read()
+    text = text.replace("    return config", '    config.learning_rate = "0.5"\n    return config')
+    path = tmp_path / "my_config.py"
+    path.write_text(text)
+    argv = ["train", f"--config={path}:smoke", "--workdir=/tmp/unused"]
+    shown = _parse_error(argv, parse_binary_flags, capsys)
+    assert shown == (
+        "error: --config: the config file sets learning_rate to a str ('0.5'), but "
+        "learning_rate is a float; set it to one, e.g. config.learning_rate = 0.5"
+    )
+
+
 def test_a_config_path_relative_to_another_directory_lists_the_configs_by_full_path(
     parse_binary_flags, capsys, monkeypatch, tmp_path
 ):
