@@ -214,6 +214,46 @@ def test_a_resumed_fit_is_judged_by_the_epochs_pruning_has_left():
         _model(table).fit(batches, initial_epoch=4, epochs=8, verbose=0)
 
 
+def test_a_fit_stopped_before_pruning_s_anneal_is_said_and_a_whole_fit_is_not():
+    # Issue 33: EarlyStopping ended an 8-epoch pruned fit after 2 epochs (prune_epoch 2.0 of
+    # 8, its anneal never run) without a word: the checks only read fit's epochs argument.
+    table, prune, batches = _read_pruning(num_epochs=4)
+    stop = keras.callbacks.EarlyStopping(monitor="loss", patience=0, min_delta=10)
+    with pytest.warns(UserWarning, match=r"fit was stopped \(EarlyStopping, .*\) at loss_prune's "
+                      r"epoch 2 of its num_epochs=4, .*start_from_epoch"):  # fmt: skip
+        _model(table).fit(batches, epochs=4, callbacks=[stop], verbose=0)
+    table, prune, batches = _read_pruning(num_epochs=4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _model(table).fit(batches, epochs=4, verbose=0)
+    assert not [w for w in caught if "LossFeedback.fit" in str(w.message)]
+    assert prune.stats()["prune_epoch"] == 4.0
+
+
+def test_a_backup_and_restore_resuming_past_the_pruning_stage_is_said(tmp_path):
+    # Issue 33: after a crash at epoch 3, a rebuilt model, table and stage with the same
+    # BackupAndRestore resumed fit at epoch 3 while the new stage counted from 0: the 8-epoch run
+    # ended at pruning's epoch 5 of 8, its anneal never run, without a word.
+    class Crash(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 2:
+                raise RuntimeError("crash")
+
+    def attempt(*callbacks):
+        table, _, batches = _read_pruning(num_epochs=8)
+        model = _model(table)
+        model(np.zeros([2, 8], np.float32))  # BackupAndRestore needs a built model
+        backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
+        model.fit(batches, epochs=8, callbacks=[backup, *callbacks], verbose=0)
+
+    with pytest.raises(RuntimeError, match="crash"):
+        attempt(Crash())
+    with pytest.warns(UserWarning, match=r"fit resumes at epoch 3 \(a BackupAndRestore restored "
+                      r"the model and optimizer\), but loss_prune is at its epoch 0: .*ends at "
+                      r"pruning's epoch 5 of 8"):  # fmt: skip
+        attempt()
+
+
 def test_validation_through_a_per_pass_stage_is_refused():
     # Issue 33: validation_data=the pruned dataset ran the stage once more per epoch, so pruning
     # counted two epochs per fit epoch and its anneal began halfway through.

@@ -63,6 +63,67 @@ def check_fit(model: keras.Model, arguments: dict) -> None:
             _warn_if_fit_starts_pruned(owner, stage, arguments)
 
 
+def with_pruning_watch(model: keras.Model, arguments: dict) -> dict:
+    """``arguments`` with a ``PruningWatch`` added to the callbacks when ``x`` holds pruning
+    stages and ``epochs`` run more than one (a fit of one epoch is a loop's, not judged)."""
+    x = arguments.get("x")
+    stages = (
+        dataset_graph.per_pass_stages(x, "loss_prune") if isinstance(x, tf.data.Dataset) else []
+    )
+    if not stages or arguments.get("steps_per_epoch") is not None or _passes(arguments) < 2:
+        return arguments
+    watch = PruningWatch(type(model).__name__, stages, arguments)
+    return {**arguments, "callbacks": [*(arguments.get("callbacks") or []), watch]}
+
+
+class PruningWatch(keras.callbacks.Callback):
+    """What fit's arguments cannot tell, said as fit runs: a ``BackupAndRestore`` that resumes
+    fit at a later epoch than the pruning stage is at (it restores the model and optimizer, not
+    the stage or its table), and a fit stopped early (``EarlyStopping``, ``stop_training``)
+    before pruning's last epochs, which train on every example, ran."""
+
+    def __init__(self, owner: str, stages: list, arguments: dict):
+        super().__init__()
+        self.owner, self.stages = owner, stages
+        self.epochs = int(arguments.get("epochs") or 1)
+        self.initial_epoch = int(arguments.get("initial_epoch") or 0)
+
+    def on_train_begin(self, logs=None):
+        # Runs after the callbacks given (BackupAndRestore sets the epoch fit resumes at).
+        resumed = int(getattr(self.model, "_initial_epoch", None) or self.initial_epoch)
+        for stage in self.stages:
+            at = stage.epoch()
+            if resumed > self.initial_epoch and at < resumed:
+                warnings.warn(
+                    f"{self.owner}.fit: fit resumes at epoch {resumed} (a BackupAndRestore "
+                    f"restored the model and optimizer), but loss_prune is at its epoch {at}: "
+                    "BackupAndRestore does not save the stage or its LossTable, so this fit "
+                    f"ends at pruning's epoch {at + self.epochs - resumed} of "
+                    f"{stage.num_epochs}, its last epochs (which train on every example) never "
+                    "run, and its table starts empty. Save and restore them with the model: "
+                    "tf.train.Checkpoint(table=table, prune=stage), written at each epoch's end "
+                    "and read before fit.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+
+    def on_train_end(self, logs=None):
+        if not self.model.stop_training:
+            return
+        for stage in self.stages:
+            if stage.epoch() < stage.num_epochs:
+                warnings.warn(
+                    f"{self.owner}.fit: fit was stopped (EarlyStopping, or a callback setting "
+                    f"model.stop_training) at loss_prune's epoch {stage.epoch()} of its "
+                    f"num_epochs={stage.num_epochs}, so its last epochs, which train on every "
+                    "example, never ran and every epoch trained was pruned. Let the anneal run "
+                    "first: EarlyStopping(start_from_epoch=num_epochs), or build the stage "
+                    "with the epochs training runs.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+
+
 def _refuse_whole_model_checkpoint(owner: str, callbacks) -> None:
     """A ``ModelCheckpoint`` of the whole wrapper would fail at the first epoch's end: the
     wrapper, which only trains, is not saved itself (its ``save`` refuses)."""

@@ -68,8 +68,13 @@ class _PerExampleLossModel(keras.Model):
         """``keras.Model.fit``, refusing or warning first where Keras would train in silence but
         not as meant (``fit_checks``), and refusing a ``ModelCheckpoint`` that would save the
         wrapper (which ``save`` refuses) an epoch in."""
-        fit_checks.check_fit(self, fit_checks.fit_arguments(self, x, args, kwargs))
-        return super().fit(x, *args, **kwargs)
+        arguments = fit_checks.fit_arguments(self, x, args, kwargs)
+        fit_checks.check_fit(self, arguments)
+        watched = fit_checks.with_pruning_watch(self, arguments)
+        if watched is arguments:
+            return super().fit(x, *args, **kwargs)
+        # Every argument by name, the watch among the callbacks (fit_arguments filled the rest).
+        return super().fit(**{key: value for key, value in watched.items() if key != "self"})
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         """``keras.Model.evaluate``, refusing an infinite dataset with no ``steps``, which would
