@@ -154,6 +154,39 @@ def test_an_inbox_the_model_never_updates_is_said_after_the_first_epoch(same_inb
         assert "observers=[inbox.update]" in said[0]
 
 
+def test_a_second_fit_is_judged_on_its_own_and_a_closed_learner_is_refused_before_it():
+    # Issue 33: the callback reused for a second fit whose model reports into another inbox
+    # said nothing (the Assistant learned nothing more); after learner.close(), a fit failed
+    # only after its first train step.
+    num = 64
+    source = tf.data.Dataset.zip(_source(num), tf.data.Dataset.range(num))
+    train = source.map(lambda row, i: {**row, "id": i}).batch(16).map(echoing.keras.fit_inputs)
+    rows = next(iter(_source(num).batch(num)))
+    learner = AssistantLearner(Assistant(2, input_shape=(8,)), examples=rows)
+    learner.feedback_ids = lambda ids, losses, step: None
+    inbox = FeedbackInbox(num)
+    callback = AssistantFeedbackCallback(learner, inbox)
+
+    def fit(observed):
+        model = echoing.keras.LossFeedback(
+            keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)]),
+            per_example_loss=_loss(reduction=None),
+            observers=[observed.update],
+        )
+        model.compile(keras.optimizers.SGD(0.0))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit(train, epochs=1, callbacks=[callback], verbose=0)
+        return [str(w.message) for w in caught if "the inbox was never updated" in str(w.message)]
+
+    assert not fit(inbox)
+    said = fit(FeedbackInbox(num))
+    assert len(said) == 1 and said[0].startswith("AssistantFeedbackCallback: fit trained 4 "), said
+    learner.close()
+    with pytest.raises(RuntimeError, match=r"its AssistantLearner was closed .*create a new"):
+        fit(inbox)
+
+
 def test_feedback_inbox_drains_what_was_updated_since_the_last_drain():
     inbox = FeedbackInbox(5)
     inbox.update([4, 0, 4], [1.0, 2.0, 1.0])

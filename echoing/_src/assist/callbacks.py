@@ -106,6 +106,7 @@ class AssistantCallback(keras.callbacks.Callback):
         self._probe_losses = None
 
     def on_train_begin(self, logs=None):
+        self.learner.require_open(type(self).__name__)
         self._iterator = iter(self.probe_data)
         model, loss_fn, inputs_key = self.model, self.per_example_loss, self.inputs_key
         label_key = self.learner.label_key
@@ -208,9 +209,12 @@ class AssistantFeedbackCallback(keras.callbacks.Callback):
         self._batches = 0
         self._fed = False  # whether any drain found an update (checked at a fit's first epoch)
         self._checked = False
+        self._fit_start = 0  # _batches when this fit began
 
     def on_train_begin(self, logs=None):
-        self._checked = False
+        self.learner.require_open(type(self).__name__)
+        # Judged per fit: a later fit's model may report into another inbox.
+        self._checked, self._fed, self._fit_start = False, False, self._batches
 
     def on_train_batch_end(self, batch, logs=None):
         self._batches += 1
@@ -245,10 +249,11 @@ class AssistantFeedCallback(AssistantFeedbackCallback):
 def _warn_if_inbox_unfed(callback: AssistantFeedbackCallback) -> None:
     """Warns when a whole epoch of drains found the inbox never updated: the model's
     ``LossFeedback`` reports into another inbox (or none), and the Assistant never trains."""
-    if callback._fed or callback._batches < callback.every_n_batches:
+    batches = callback._batches - callback._fit_start
+    if callback._fed or batches < callback.every_n_batches:
         return
     warnings.warn(
-        f"{type(callback).__name__}: fit trained {callback._batches} batches and the inbox was "
+        f"{type(callback).__name__}: fit trained {batches} batches and the inbox was "
         "never updated, so the Assistant learns nothing (its filter drops examples at "
         "random); give the model's echoing.keras.LossFeedback this same inbox's update as an "
         "observer: LossFeedback(..., observers=[inbox.update]).",

@@ -213,6 +213,16 @@ class AssistantLearner(ClosesOnExit):
         """Stops the thread (pending feedback is discarded) and re-raises its error, if any."""
         self._worker.close()
 
+    def require_open(self, owner: str) -> None:
+        """Raises, before a fit trains, what its first fed batch would: a failed or closed
+        learner (``owner`` is the callback about to feed it)."""
+        self._worker.raise_if_failed()
+        if self._worker.closed:
+            raise RuntimeError(
+                f"{owner}: its AssistantLearner was closed (learner.close()), so it cannot "
+                "learn from this fit; create a new AssistantLearner (and callback) for it."
+            )
+
     def stats(self) -> dict[str, float]:
         """Learner statistics so far.
 

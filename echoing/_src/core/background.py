@@ -80,6 +80,12 @@ class BackgroundWorker:
             return self._drops
 
     @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (a closed worker takes no more items)."""
+        with self._condition:
+            return self._closing
+
+    @property
     def thread(self) -> threading.Thread | None:
         """The worker thread; ``None`` until the first ``submit``."""
         return self._thread
