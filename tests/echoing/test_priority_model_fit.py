@@ -1,6 +1,8 @@
 """``echoing.keras.PriorityModel`` trains as a Keras model does: regularization losses, mixed
 precision, and the loss given to ``compile`` (issue 33: the first two were silently dropped)."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -77,3 +79,52 @@ def test_an_overflowing_step_leaves_the_aggregated_gradient_as_it_was():
     kept = meter.aggregated_gradient[0].numpy()
     meter.update(ids, priorities, [tf.constant([np.inf, 0.5])], 1)
     np.testing.assert_array_equal(meter.aggregated_gradient[0].numpy(), kept)
+
+
+def _round_robin(table):
+    """A PriorityModel over a sampler that only renews (round-robin over ids), and its batches."""
+    rng = np.random.default_rng(0)
+    arrays = {"inputs": rng.normal(size=(N, 8)).astype("float32"), "label": np.arange(N) % 2}
+    batches = echoing.priority_sample(
+        table, arrays, batch_size=BATCH, top_ratio=0.0, renew_ratio=1.0, seed=0
+    )
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+    model = echoing.keras.PriorityModel(net, per_example_loss=loss, table=table)
+    model.compile(keras.optimizers.SGD(0.1))
+    return model, batches.map(echoing.keras.fit_inputs)
+
+
+def test_a_second_fit_over_the_same_sampler_is_said_to_renew_from_the_first_ids_again():
+    # Issue 33: a second fit made a new iterator, which started the sampler at step 0 again:
+    # ids 0..79 were renewed twice and 80..127 never, without a word.
+    table = echoing.PriorityTable(N)
+    model, batches = _round_robin(table)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(batches, steps_per_epoch=5, epochs=1, verbose=0)  # the first: nothing to say
+    assert not [w for w in caught if "PriorityModel.fit" in str(w.message)]
+    said = r"priority_sample from its step 0 again .* up to step 4; .*start_step=int\(model"
+    with pytest.warns(UserWarning, match=said):
+        model.fit(batches, steps_per_epoch=5, epochs=1, verbose=0)
+
+
+def test_a_fit_resumed_by_backup_and_restore_is_said_to_restart_the_sampler(tmp_path):
+    # Issue 33: BackupAndRestore resumed the optimizer at step 6 while a rebuilt sampler and
+    # table began again at id 0 (ids 0..59 trained twice, 60..99 never), without a word.
+    class Crash(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                raise RuntimeError("crash")
+
+    def attempt(*callbacks):
+        model, batches = _round_robin(echoing.PriorityTable(N))
+        model({"inputs": np.zeros([2, 8], np.float32), "id": np.arange(2)})  # built
+        backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
+        model.fit(batches, steps_per_epoch=3, epochs=4, callbacks=[backup, *callbacks], verbose=0)
+
+    with pytest.raises(RuntimeError, match="crash"):
+        attempt(Crash())
+    said = r"fit resumes at epoch 2 \(a BackupAndRestore restored the model and optimizer, not"
+    with pytest.warns(UserWarning, match=said):
+        attempt()

@@ -63,17 +63,59 @@ def check_fit(model: keras.Model, arguments: dict) -> None:
             _warn_if_fit_starts_pruned(owner, stage, arguments)
 
 
-def with_pruning_watch(model: keras.Model, arguments: dict) -> dict:
-    """``arguments`` with a ``PruningWatch`` added to the callbacks when ``x`` holds pruning
-    stages and ``epochs`` run more than one (a fit of one epoch is a loop's, not judged)."""
+def with_watches(model: keras.Model, arguments: dict) -> dict:
+    """``arguments`` with the watches that apply added to the callbacks: a ``PruningWatch``
+    when ``x`` holds pruning stages and ``epochs`` run more than one (a fit of one epoch is a
+    loop's, not judged), a ``SamplerWatch`` when it holds a ``priority_sample``."""
     x = arguments.get("x")
-    stages = (
-        dataset_graph.per_pass_stages(x, "loss_prune") if isinstance(x, tf.data.Dataset) else []
-    )
-    if not stages or arguments.get("steps_per_epoch") is not None or _passes(arguments) < 2:
+    if not isinstance(x, tf.data.Dataset):
         return arguments
-    watch = PruningWatch(type(model).__name__, stages, arguments)
-    return {**arguments, "callbacks": [*(arguments.get("callbacks") or []), watch]}
+    owner, watches = type(model).__name__, []
+    stages = dataset_graph.per_pass_stages(x, "loss_prune")
+    if stages and arguments.get("steps_per_epoch") is None and _passes(arguments) >= 2:
+        watches.append(PruningWatch(owner, stages, arguments))
+    samplers = dataset_graph.per_pass_stages(x, "priority_sample")
+    if samplers:
+        watches.append(SamplerWatch(owner, samplers, arguments))
+    if not watches:
+        return arguments
+    return {**arguments, "callbacks": [*(arguments.get("callbacks") or []), *watches]}
+
+
+class SamplerWatch(keras.callbacks.Callback):
+    """Each fit makes a new iterator of a ``priority_sample`` dataset, which starts at its
+    ``start_step`` again: a second fit over the same dataset, or a fit that ``BackupAndRestore``
+    resumes, would renew ids from the first again and extrapolate priorities back in time.
+    Said when fit begins (after the callbacks given, so after a restore)."""
+
+    def __init__(self, owner: str, samplers: list, arguments: dict):
+        super().__init__()
+        self.owner, self.samplers = owner, samplers
+        self.initial_epoch = int(arguments.get("initial_epoch") or 0)
+
+    def on_train_begin(self, logs=None):
+        resumed = int(getattr(self.model, "_initial_epoch", None) or self.initial_epoch)
+        for sampler in self.samplers:
+            last = int(tf.reduce_max(sampler.table.measured_step).numpy())
+            if last > sampler.start_step:
+                why = f"its table holds measurements up to step {last}"
+            elif resumed > self.initial_epoch:
+                why = (
+                    f"fit resumes at epoch {resumed} (a BackupAndRestore restored the model and "
+                    "optimizer, not the table or the sampler's step)"
+                )
+            else:
+                continue
+            warnings.warn(
+                f"{self.owner}.fit: this fit reads priority_sample from its step "
+                f"{sampler.start_step} again (each fit makes a new iterator of it), but {why}; "
+                "it would renew ids from the first again, and the ids after them would wait. "
+                "Run the epochs in one fit, or build the dataset anew before each fit with "
+                "start_step=int(model.optimizer.iterations), its table checkpointed with the "
+                "model (tf.train.Checkpoint(table=table)).",
+                UserWarning,
+                stacklevel=2,
+            )
 
 
 class PruningWatch(keras.callbacks.Callback):

@@ -70,7 +70,7 @@ class _PerExampleLossModel(keras.Model):
         wrapper (which ``save`` refuses) an epoch in."""
         arguments = fit_checks.fit_arguments(self, x, args, kwargs)
         fit_checks.check_fit(self, arguments)
-        watched = fit_checks.with_pruning_watch(self, arguments)
+        watched = fit_checks.with_watches(self, arguments)
         if watched is arguments:
             return super().fit(x, *args, **kwargs)
         # Every argument by name, the watch among the callbacks (fit_arguments filled the rest).

@@ -53,6 +53,7 @@ examples and select its top-k locally, which is the paper's worker design:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -390,4 +391,15 @@ def sampled_batches(
     # The map reads the table's variables. They are checkpointed with the table, so the
     # iterator checkpoint (the step counter) must not try to serialize them.
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-    return dataset_graph.mark_per_pass(dataset.with_options(options), "priority_sample")
+    # Marked with its table and first step: each fit makes a new iterator, which starts here.
+    start = SamplerStart(sampler.table, int(start_step))
+    return dataset_graph.mark_per_pass(dataset.with_options(options), "priority_sample", start)
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerStart:
+    """The step a ``priority_sample`` dataset's every new iterator starts at, and its table
+    (``PriorityModel.fit`` compares them: ``fit_checks.SamplerWatch``)."""
+
+    table: PriorityTable
+    start_step: int
