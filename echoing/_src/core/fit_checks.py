@@ -4,7 +4,9 @@ Each check reads ``fit``'s arguments and the stages of the dataset it is given
 (``dataset_graph``), and refuses or warns where Keras would train without a word but not as the
 user meant: a per-pass stage whose decisions a ``cache()`` replays, validation read through a
 pruning stage, an endless sampler with no ``steps_per_epoch``, a pruning run that ``fit``'s
-epochs end early or cut short, a ``ModelCheckpoint`` of the wrapper itself.
+epochs end early or cut short, a ``ModelCheckpoint`` of the wrapper itself. What only shows
+as fit runs is said by callbacks the wrapper adds (``with_watches``): a pruned fit stopped early
+or resumed by ``BackupAndRestore`` past its stage, a sampler a second fit starts again.
 
 Example::
 
