@@ -4,6 +4,7 @@ import os
 import re
 import time
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -282,7 +283,29 @@ def test_the_controller_stage_reads_its_factor():
     assert len(list(dataset)) == 10
 
 
-UNOBSERVED = r"echoing\.AutoEcho: its echo stage has read {} {} and nothing has called observe\(\)"
+UNOBSERVED = (
+    r"echoing\.AutoEcho: its echo stage has put out {} {} \(copies included\) and nothing has "
+    r"called observe\(\)"
+)
+
+
+def test_reads_after_a_fit_with_the_callback_are_said_with_the_factor_it_left(capfd):
+    # Issue 33: a fit with AutoEchoCallback took the factor to 8, and a later fit without the
+    # callback echoed a pipeline that kept up 8 times for 1,200 steps, in silence (the check
+    # was silenced for good by the first observation).
+    auto = echoing.AutoEcho(initial_factor=1.0, max_factor=8)
+    callback = echoing.keras.AutoEchoCallback(auto)
+    batches = tf.data.Dataset.range(2400).batch(2).apply(auto.echo())
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    fit_batches = batches.map(lambda b: (tf.cast(b[:, None], tf.float32), tf.zeros([2, 1])))
+    model.fit(fit_batches.apply(callback.stamp), steps_per_epoch=5, callbacks=[callback], verbose=0)
+    assert "AutoEcho: its echo stage" not in capfd.readouterr().err  # observed: nothing to say
+    auto.factor.assign(3.0)  # where the fit might have left it
+    assert sum(1 for _ in batches.take(1100)) == 1100  # no callback, no observe()
+    err = capfd.readouterr().err
+    assert len(re.findall(UNOBSERVED.format(r"10\d\d", "batches"), err)) == 1, err  # 3 a read
+    assert "so the factor stays at 3 " in err
 
 
 def test_a_factor_nothing_observes_is_said_once_on_stderr(capfd):

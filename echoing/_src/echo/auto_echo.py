@@ -109,7 +109,7 @@ class AutoEcho(tf.Module):
         # Whether a stage was built inside a function (interleave's, flat_map's), where a walk
         # of the pipeline's stages (has_stage) cannot see it.
         self._stage_in_function = False
-        self.unobserved_check = UnobservedCheck(initial_factor)
+        self.unobserved_check = UnobservedCheck(self.factor)
 
     def echo(
         self, *, buffer_size: int | None = None, seed: int | None = None
@@ -183,22 +183,25 @@ class UnobservedCheck:
 
     The host variables live in this plain object, not in the ``tf.Module``, so that
     ``AutoEcho``'s checkpoints hold what they held before. A trainer that observes on a
-    cadence of its own calls ``silence`` (``trainers``' ``AutoEchoTechnique`` does).
+    cadence of its own calls ``silence`` (``trainers``' ``AutoEchoTechnique`` does); one that
+    stops observing calls ``rearm`` (``AutoEchoCallback`` at the end of each fit), so that
+    reads after it, a fit without the callback, say that the factor stays where it was left.
     """
 
     BATCHES = 1_000  # a fit's or loop's first observation comes long before this
     # Examples are read ahead by the shuffles after echo (its own buffer_size is added).
     EXAMPLES = 50_000
 
-    def __init__(self, initial_factor: float):
-        self.initial_factor = float(initial_factor)
+    def __init__(self, factor: tf.Variable):
+        self.factor = factor  # its value is said, as the warning runs
         self._silenced = False
         with tf.device("/cpu:0"):  # read and set in the tf.data graph, on the host
             self.inputs = tf.Variable(0, dtype=tf.int64, trainable=False, name="unobserved")
             self.quiet = tf.Variable(False, trainable=False, name="unobserved_quiet")
 
     def limit(self, *, batches: bool, buffer_size: int | None) -> int:
-        """The inputs a stage may read before it warns."""
+        """The elements, copies included, a stage may put out before it warns (by steps, not
+        inputs: at a factor of 8, 1,000 inputs are 8,000 steps)."""
         return self.BATCHES if batches else self.EXAMPLES + (buffer_size or 0)
 
     def silence(self) -> None:
@@ -207,18 +210,25 @@ class UnobservedCheck:
             self._silenced = True
             self.quiet.assign(True)
 
+    def rearm(self) -> None:
+        """Counts reads anew (nothing observes from now on): ``limit`` more say so."""
+        self._silenced = False
+        self.inputs.assign(0)
+        self.quiet.assign(False)
+
     def on_read(self, inputs: tf.Tensor, *, limit: int, batches: bool) -> tf.Tensor:
         """The op run with each read of the factor, for ``inputs`` inputs (in the graph)."""
-        quiet, seen = self.quiet, self.inputs
-        message = _UNOBSERVED.format(
-            "{}", "batches" if batches else "examples", self.initial_factor
-        )
+        quiet, seen, factor = self.quiet, self.inputs, self.factor
+        message = _UNOBSERVED.format("{}", "batches" if batches else "examples", "{}")
 
         def count():
-            total = seen.assign_add(inputs)
+            # The elements these inputs become at the factor read: the steps they feed.
+            copies = tf.cast(inputs, tf.float32) * factor.read_value()
+            total = seen.assign_add(tf.cast(tf.round(copies), tf.int64))
 
             def warn():
-                printed = tf.print(tf.strings.format(message, total), output_stream=sys.stderr)
+                said = tf.strings.format(message, (total, factor.read_value()))
+                printed = tf.print(said, output_stream=sys.stderr)
                 with tf.control_dependencies([printed]):
                     return quiet.assign(True)
 
@@ -228,8 +238,9 @@ class UnobservedCheck:
 
 
 _UNOBSERVED = (
-    "echoing.AutoEcho: its echo stage has read {} {} and nothing has called observe(), so the "
-    "factor stays at {:g} (nothing moves it but observe). In fit, pass "
+    "echoing.AutoEcho: its echo stage has put out {} {} (copies included) and nothing has "
+    "called observe(), so the "
+    "factor stays at {} (nothing moves it but observe). In fit, pass "
     "echoing.keras.AutoEchoCallback(auto) in callbacks and apply its stamp last "
     "(dataset.apply(callback.stamp)); in a loop of your own, call auto.observe(seconds=..., "
     "input_wait_seconds=..., steps=...) every few steps."

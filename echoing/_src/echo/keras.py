@@ -151,6 +151,8 @@ class AutoEchoCallback(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         self._observe_calls()
         self._check_stamped()
+        # Nothing observes after this fit: a later read without the callback is said.
+        self.auto_echo.unobserved_check.rearm()
 
     def _check_stamped(self) -> None:
         """Warns (once per fit) when fit ran train steps but no batch passed ``stamp``, or
