@@ -128,3 +128,18 @@ def test_a_fit_resumed_by_backup_and_restore_is_said_to_restart_the_sampler(tmp_
     said = r"fit resumes at epoch 2 \(a BackupAndRestore restored the model and optimizer, not"
     with pytest.warns(UserWarning, match=said):
         attempt()
+
+
+def test_steps_per_execution_above_one_is_said_to_pick_from_stale_priorities():
+    # Issue 33: at steps_per_execution=4, 8 top-k steps reached 48, 56 or 40 of 64 examples
+    # (batches picked again before the table was updated), against 56 at 1, without a word.
+    model, batches = _round_robin(echoing.PriorityTable(N))
+    model.compile(keras.optimizers.SGD(0.1), steps_per_execution=4)
+    said = r"steps_per_execution=4, .* priorities up to 3 steps old .*steps_per_execution=1"
+    with pytest.warns(UserWarning, match=said):
+        model.fit(batches, steps_per_epoch=4, epochs=1, verbose=0)
+    model, batches = _round_robin(echoing.PriorityTable(N))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(batches, steps_per_epoch=4, epochs=1, verbose=0)
+    assert not [w for w in caught if "steps_per_execution" in str(w.message)]

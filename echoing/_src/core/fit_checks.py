@@ -56,6 +56,7 @@ def check_fit(model: keras.Model, arguments: dict) -> None:
     _refuse_per_pass_validation(owner, arguments.get("validation_data"))
     _refuse_endless_epoch(owner, x, arguments)
     _refuse_class_weight_with_sample_weights(owner, x, arguments)
+    _warn_if_sampler_reads_ahead(model, x)
     for stage in dataset_graph.per_pass_stages(x, "loss_prune"):
         _warn_if_pruning_weights_dropped(owner, x, stage)
         if arguments.get("steps_per_epoch") is not None:
@@ -166,6 +167,24 @@ class PruningWatch(keras.callbacks.Callback):
                     UserWarning,
                     stacklevel=2,
                 )
+
+
+def _warn_if_sampler_reads_ahead(model: keras.Model, dataset: tf.data.Dataset) -> None:
+    """With ``steps_per_execution`` k > 1, Keras reads a call's k batches before any of its
+    steps writes priorities: the sampler picks from priorities up to k - 1 steps old, and
+    top-k batches repeat (measured: 40-56 of 64 examples reached in 8 top-k steps at k = 2-8,
+    varying run to run, against 56 every run at k = 1)."""
+    steps = int(getattr(model, "steps_per_execution", 1) or 1)
+    if steps < 2 or not dataset_graph.per_pass_stages(dataset, "priority_sample"):
+        return
+    warnings.warn(
+        f"{type(model).__name__}.fit: the model is compiled with steps_per_execution={steps}, "
+        f"so Keras reads {steps} batches before any of their steps writes its priorities, and "
+        f"priority_sample picks from priorities up to {steps - 1} steps old (top-k batches "
+        "repeat); compile with steps_per_execution=1 for priority sampling.",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def _refuse_whole_model_checkpoint(owner: str, callbacks) -> None:
