@@ -78,12 +78,17 @@ def test_fit_feeds_the_learner_and_logs_stats(every_n_batches):
             r"'label' of shape \[None, 1\]; .*squeeze to \[B\]",
         ),
         ({"inputs_key": "x"}, ValueError, r"batches hold \['inputs', 'label'\], not 'x'"),
+        (  # Issue 33: ran out after 4 training steps
+            {"probe_data": _source().batch(64).take(3)},
+            ValueError,
+            r"it holds 3 batches and ends, .*source.repeat\(\).batch\(B\)",
+        ),
     ],
 )
 def test_bad_arguments_raise_at_construction(kwargs, error, match):
     arguments = {
         "learner": AssistantLearner(Assistant(2, input_shape=(8,))),
-        "probe_data": _source().batch(4),
+        "probe_data": _source().repeat().batch(4),
         "per_example_loss": _loss(reduction=None),
     }
     arguments.update(kwargs)

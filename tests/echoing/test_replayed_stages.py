@@ -254,6 +254,19 @@ def test_a_backup_and_restore_resuming_past_the_pruning_stage_is_said(tmp_path):
         attempt()
 
 
+def test_validation_batch_dicts_are_refused_before_training():
+    # Issue 33: validation_data of batch dicts failed at the first validation, after 2 epochs.
+    table, _, batches = _read_pruning(num_epochs=4)
+    rng = np.random.default_rng(1)
+    plain = {"inputs": rng.normal(size=(32, 8)).astype("float32"), "label": np.arange(32) % 3}
+    validation = tf.data.Dataset.from_tensor_slices(plain).batch(16)
+    model = _model(table)
+    with pytest.raises(ValueError, match=r"validation_data holds batch dicts \(keys \['inputs', "
+                       r"'label'\]\), .*batches.map\(echoing.keras.fit_inputs\)"):  # fmt: skip
+        model.fit(batches, epochs=4, validation_data=validation, verbose=0)
+    assert int(model.optimizer.iterations.numpy()) == 0  # before any step
+
+
 def test_validation_through_a_per_pass_stage_is_refused():
     # Issue 33: validation_data=the pruned dataset ran the stage once more per epoch, so pruning
     # counted two epochs per fit epoch and its anneal began halfway through.

@@ -94,6 +94,12 @@ class AssistantCallback(keras.callbacks.Callback):
             )
         _check_stage_and_every("AssistantCallback", stage, every_n_batches)
         _check_probe_batches(probe_data.element_spec, inputs_key, learner.label_key)
+        if probe_data.cardinality() >= 0:  # finite and known: it would run out mid-fit
+            raise ValueError(
+                f"AssistantCallback(probe_data=...): it holds {int(probe_data.cardinality())} "
+                "batches and ends, and the callback takes one every every_n_batches training "
+                "batches until fit ends; pass a repeated dataset (source.repeat().batch(B))."
+            )
         self.learner = learner
         self.probe_data = probe_data
         self.per_example_loss = per_example_loss

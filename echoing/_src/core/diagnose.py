@@ -135,7 +135,9 @@ def diagnose(
             warmup=warmup + _cache_filling_batches(dataset),
             max_seconds=max_seconds,
         )
-        batch = next(iter(cached_batch(dataset)))
+        # One batch, read plainly: a cache left part-read (of an endless generator) makes
+        # TensorFlow warn of a cache the user never wrote.
+        batch = next(iter(dataset.take(1)))
     downstream = _seconds_per_step(step, batch, num_steps, warmup, max_seconds)
     ratio = upstream / downstream
     return {

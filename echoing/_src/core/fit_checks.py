@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from collections.abc import Mapping
 
 import keras
 import tensorflow as tf
@@ -223,6 +224,13 @@ def _refuse_per_pass_validation(owner: str, validation) -> None:
     pruning run's anneal came halfway through)."""
     if not isinstance(validation, tf.data.Dataset):
         return
+    if isinstance(validation.element_spec, Mapping):
+        raise ValueError(
+            f"{owner}.fit: validation_data holds batch dicts (keys "
+            f"{sorted(validation.element_spec)}), which evaluation would reach without labels, "
+            "after the epochs before the first validation; map them to (x, y) first: "
+            "validation_data=batches.map(echoing.keras.fit_inputs)."
+        )
     stages = sorted({name for name, _ in dataset_graph.per_pass_marks(validation)})
     if stages:
         raise ValueError(
