@@ -86,6 +86,12 @@ def with_watches(model: keras.Model, arguments: dict) -> dict:
     return {**arguments, "callbacks": [*(arguments.get("callbacks") or []), *watches]}
 
 
+def _resumed_epoch(model: keras.Model, initial_epoch: int) -> int:
+    """The epoch fit starts at: a ``BackupAndRestore`` among the callbacks given, which run
+    before the watches', sets it on the model when it restores; else ``initial_epoch``."""
+    return int(getattr(model, "_initial_epoch", None) or initial_epoch)
+
+
 class SamplerWatch(keras.callbacks.Callback):
     """Each fit makes a new iterator of a ``priority_sample`` dataset, which starts at its
     ``start_step`` again: a second fit over the same dataset, or a fit that ``BackupAndRestore``
@@ -98,9 +104,9 @@ class SamplerWatch(keras.callbacks.Callback):
         self.initial_epoch = int(arguments.get("initial_epoch") or 0)
 
     def on_train_begin(self, logs=None):
-        resumed = int(getattr(self.model, "_initial_epoch", None) or self.initial_epoch)
+        resumed = _resumed_epoch(self.model, self.initial_epoch)
         for sampler in self.samplers:
-            last = int(tf.reduce_max(sampler.table.measured_step).numpy())
+            last = sampler.table.last_measured_step()
             if last > sampler.start_step:
                 why = f"its table holds measurements up to step {last}"
             elif resumed > self.initial_epoch:
@@ -135,8 +141,7 @@ class PruningWatch(keras.callbacks.Callback):
         self.initial_epoch = int(arguments.get("initial_epoch") or 0)
 
     def on_train_begin(self, logs=None):
-        # Runs after the callbacks given (BackupAndRestore sets the epoch fit resumes at).
-        resumed = int(getattr(self.model, "_initial_epoch", None) or self.initial_epoch)
+        resumed = _resumed_epoch(self.model, self.initial_epoch)
         for stage in self.stages:
             at = stage.epoch()
             if resumed > self.initial_epoch and at < resumed:

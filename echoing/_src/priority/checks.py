@@ -53,7 +53,7 @@ def warn_if_table_is_ahead(table, start_step: int) -> None:
     run must pass the step it stopped at, or restore the iterator."""
     if not tf.executing_eagerly():
         return  # a dataset_fn traced in a graph: the table's values cannot be read here
-    last = int(tf.reduce_max(table.measured_step).numpy())
+    last = table.last_measured_step()
     if last > start_step:
         warnings.warn(
             f"priority_sample(start_step={start_step}): the PriorityTable holds measurements "

@@ -132,6 +132,10 @@ class PriorityTable(tf.Module):
         """Estimated priorities ``p̂_i(step) = exp(a_i·(step − t_i) + ln p_i)``, float32 ``[N]``."""
         return tf.exp(self.log_estimate(step))
 
+    def last_measured_step(self) -> int:
+        """The step of the newest measurement, read eagerly; ``NEVER_MEASURED`` (-1) if none."""
+        return int(tf.reduce_max(self.measured_step).numpy())
+
     def statistics(self, step: tf.Tensor | int) -> dict[str, tf.Tensor]:
         """Scalars worth logging each step: how much of the table is measured, fresh, spread.
 
